@@ -1,0 +1,167 @@
+package forwarder
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// envelope is what a record's routing headers say, checked and fixed once: the
+// absolute due time, the target and the id. The user's own headers travel with
+// it untouched and in order.
+type envelope struct {
+	target string
+	due    time.Time
+	id     string
+	key    []byte
+	value  []byte
+	user   []kgo.RecordHeader // every header but the four routing ones
+}
+
+// rules are what parse checks a record against.
+type rules struct {
+	maxDelay time.Duration
+	own      func(topic string) bool // reports kdelay's own topics
+}
+
+// badRecord is a record kdelay cannot route; its message goes to the DLQ.
+type badRecord struct{ msg string }
+
+func (e *badRecord) Error() string { return e.msg }
+
+func bad(format string, args ...any) error { return &badRecord{fmt.Sprintf(format, args...)} }
+
+func isRouting(name string) bool {
+	switch name {
+	case kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID:
+		return true
+	}
+	return false
+}
+
+// parse reads the routing headers of r. A relative delay counts from the
+// record's timestamp, so the due time is fixed once, at the first hop, and
+// every later hop plans from it.
+func parse(r *kgo.Record, rl rules) (envelope, error) {
+	env := envelope{key: r.Key, value: r.Value}
+	routing := map[string][]string{}
+	for _, h := range r.Headers {
+		if isRouting(h.Key) {
+			routing[h.Key] = append(routing[h.Key], string(h.Value))
+			continue
+		}
+		env.user = append(env.user, h)
+	}
+	for name, vs := range routing {
+		if len(vs) > 1 {
+			return env, bad("header %s appears %d times; set it once", name, len(vs))
+		}
+	}
+	one := func(name string) (string, bool) {
+		vs := routing[name]
+		if len(vs) == 0 {
+			return "", false
+		}
+		return vs[0], true
+	}
+
+	target, ok := one(kdelay.HeaderTarget)
+	switch {
+	case !ok || target == "":
+		return env, bad("header %s is missing; set it to the topic to deliver to", kdelay.HeaderTarget)
+	case rl.own(target):
+		return env, bad("header %s names kdelay's own topic %q; set it to the topic consumers read", kdelay.HeaderTarget, target)
+	}
+	env.target = target
+
+	delay, hasDelay := one(kdelay.HeaderDelay)
+	at, hasAt := one(kdelay.HeaderDeliverAt)
+	var err error
+	switch {
+	case hasDelay && hasAt:
+		return env, bad("both %s and %s are set; set exactly one", kdelay.HeaderDelay, kdelay.HeaderDeliverAt)
+	case hasDelay:
+		env.due, err = dueAfter(r.Timestamp, delay, rl.maxDelay)
+	case hasAt:
+		env.due, err = dueAt(r.Timestamp, at, rl.maxDelay)
+	default:
+		return env, bad("neither %s nor %s is set; set one, e.g. %s=90s", kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderDelay)
+	}
+	if err != nil {
+		return env, err
+	}
+	// Kafka carries milliseconds: round a finer due time up, never down, so
+	// that the epoch milliseconds kdelay writes are never before it.
+	env.due = ceilMillis(env.due)
+
+	env.id, ok = one(kdelay.HeaderID)
+	if !ok || env.id == "" {
+		env.id = source(r)
+	}
+	return env, nil
+}
+
+// source is topic/partition/offset, the record's place in Kafka. It is also
+// the id of a record that came without one, so a replay keeps its id.
+func source(r *kgo.Record) string {
+	return r.Topic + "/" + strconv.Itoa(int(r.Partition)) + "/" + strconv.FormatInt(r.Offset, 10)
+}
+
+func dueAfter(ts time.Time, v string, maxDelay time.Duration) (time.Time, error) {
+	var d time.Duration
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		if ms < 0 {
+			return time.Time{}, negative(v)
+		}
+		if ms > maxDelay.Milliseconds() {
+			return time.Time{}, tooFar(kdelay.HeaderDelay, v, maxDelay)
+		}
+		d = time.Duration(ms) * time.Millisecond
+	} else if errors.Is(err, strconv.ErrRange) {
+		return time.Time{}, bad("%s %q overflows; use at most %d milliseconds", kdelay.HeaderDelay, v, maxDelay.Milliseconds())
+	} else if d, err = time.ParseDuration(v); err != nil {
+		return time.Time{}, bad("%s %q is neither integer milliseconds nor a Go duration such as 90s or 1h30m", kdelay.HeaderDelay, v)
+	}
+	if d < 0 {
+		return time.Time{}, negative(v)
+	}
+	if d > maxDelay {
+		return time.Time{}, tooFar(kdelay.HeaderDelay, v, maxDelay)
+	}
+	return ts.Add(d), nil
+}
+
+func dueAt(ts time.Time, v string, maxDelay time.Duration) (time.Time, error) {
+	var due time.Time
+	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
+		due = time.UnixMilli(ms)
+	} else if errors.Is(err, strconv.ErrRange) {
+		return time.Time{}, bad("%s %q overflows; use unix epoch milliseconds or RFC 3339", kdelay.HeaderDeliverAt, v)
+	} else if due, err = time.Parse(time.RFC3339Nano, v); err != nil {
+		return time.Time{}, bad("%s %q is neither unix epoch milliseconds nor RFC 3339 such as 2026-11-22T08:00:00Z", kdelay.HeaderDeliverAt, v)
+	}
+	if due.Sub(ts) > maxDelay {
+		return time.Time{}, tooFar(kdelay.HeaderDeliverAt, v, maxDelay)
+	}
+	return due, nil
+}
+
+func tooFar(header, v string, maxDelay time.Duration) error {
+	return bad("%s %q is more than the maximum delay %s (max-delay) away; deliver sooner or raise max-delay", header, v, maxDelay)
+}
+
+func negative(v string) error {
+	return bad("%s %q is negative; use a delay of 0 or more, or %s for a time", kdelay.HeaderDelay, v, kdelay.HeaderDeliverAt)
+}
+
+func ceilMillis(t time.Time) time.Time {
+	if tr := t.Truncate(time.Millisecond); !tr.Equal(t) {
+		return tr.Add(time.Millisecond)
+	}
+	return t
+}

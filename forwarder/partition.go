@@ -1,0 +1,71 @@
+package forwarder
+
+import (
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// partition is what a worker knows of one partition it owns. Records move
+// from queue (fetched, head not yet due) to window (taken, not yet handed on
+// or handed on but not yet committable). Only the loop goroutine and the
+// rebalance callbacks touch it, under worker.mu.
+type partition struct {
+	id     int32
+	queue  []*kgo.Record
+	window []*entry // in offset order
+
+	// next is the offset after the last record taken from the queue: the
+	// commit point once everything before it is handed on.
+	next      kgo.EpochOffset
+	committed int64 // last offset committed, -1 before the first commit
+	paused    bool
+	gone      bool // revoked or lost: late acks for it are ignored
+}
+
+// entry is one taken record on its way out: produced to a level, the target
+// or the DLQ, or held in memory until a time (a sub-level remainder, or a
+// retry after a failed produce).
+type entry struct {
+	part     *partition
+	src      *kgo.Record
+	out      *kgo.Record // what to produce
+	at       time.Time   // when held: when to produce out
+	dead     bool        // out is a dead letter
+	attempts int         // failed produces so far
+	done     bool        // the broker acknowledged out
+}
+
+func newPartition(id int32) *partition { return &partition{id: id, committed: -1} }
+
+// take moves the head of the queue into the window.
+func (p *partition) take() *entry {
+	r := p.queue[0]
+	p.queue[0] = nil
+	p.queue = p.queue[1:]
+	p.next = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
+	e := &entry{part: p, src: r}
+	p.window = append(p.window, e)
+	return e
+}
+
+// commitPoint is the lowest offset not yet handed on: committing it never
+// skips a record that has not reached its next topic, so a crash re-delivers
+// instead of losing.
+func (p *partition) commitPoint() kgo.EpochOffset {
+	for len(p.window) > 0 && p.window[0].done {
+		p.window[0] = nil
+		p.window = p.window[1:]
+	}
+	if len(p.window) > 0 {
+		src := p.window[0].src
+		return kgo.EpochOffset{Epoch: src.LeaderEpoch, Offset: src.Offset}
+	}
+	return p.next
+}
+
+// pending reports whether the partition has records taken but not done.
+func (p *partition) pending() bool {
+	p.commitPoint()
+	return len(p.window) > 0
+}

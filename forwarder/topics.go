@@ -1,0 +1,120 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+)
+
+// ensureTopics creates kdelay's missing topics and refuses to go on when an
+// existing level topic would expire records before they are due.
+//
+// Topics are created explicitly rather than left to auto-creation so they get
+// kdelay's retention and timestamp type, and so an embedded broker persists
+// them.
+func ensureTopics(ctx context.Context, adm *kadm.Client, cfg *Config) error {
+	existing, err := adm.ListTopics(ctx)
+	if err != nil {
+		return fmt.Errorf("list topics on %s: %w", strings.Join(cfg.Brokers, ","), err)
+	}
+	var missing []string
+	for _, topic := range cfg.ownTopics() {
+		if !existing.Has(topic) {
+			missing = append(missing, topic)
+		}
+	}
+	if err := createTopics(ctx, adm, cfg, missing); err != nil {
+		return err
+	}
+	return checkRetention(ctx, adm, cfg)
+}
+
+func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	retention := strconv.FormatInt(cfg.Retention.Milliseconds(), 10)
+	configs := map[string]*string{
+		"retention.ms":   &retention,
+		"cleanup.policy": ptr("delete"),
+		// The head's due time is its timestamp plus the level, and kdelay
+		// sets that timestamp itself to the time it planned the hop.
+		"message.timestamp.type": ptr("CreateTime"),
+	}
+	resps, err := adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, topics...)
+	if err != nil {
+		return fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	var errs []error
+	for _, r := range resps.Sorted() {
+		// Another kdelay process starting at the same time may win the race.
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			errs = append(errs, fmt.Errorf("create topic %s: %w (%s); create it yourself with %d partitions, or give kdelay CREATE on the cluster",
+				r.Topic, r.Err, r.ErrMessage, cfg.Partitions))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// checkRetention refuses level topics whose retention.ms is shorter than
+// their level plus RetentionHeadroom, and level topics that compact.
+func checkRetention(ctx context.Context, adm *kadm.Client, cfg *Config) error {
+	names := make([]string, 0, len(cfg.Levels))
+	for _, l := range cfg.Levels {
+		names = append(names, cfg.Topics.Level(l.Name))
+	}
+	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if err != nil {
+		return fmt.Errorf("describe level topic configs: %w", err)
+	}
+	var errs []error
+	for _, l := range cfg.Levels {
+		topic := cfg.Topics.Level(l.Name)
+		rc, err := rcs.On(topic, nil)
+		if err == nil {
+			err = rc.Err
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("describe configs of %s: %w", topic, err))
+			continue
+		}
+		errs = append(errs, checkLevelTopic(topic, l.Delay, cfg.RetentionHeadroom, rc.Configs))
+	}
+	return errors.Join(errs...)
+}
+
+func checkLevelTopic(topic string, level, headroom time.Duration, configs []kadm.Config) error {
+	need := level + headroom
+	for _, c := range configs {
+		if c.Value == nil {
+			continue
+		}
+		switch c.Key {
+		case "retention.ms":
+			ms, err := strconv.ParseInt(*c.Value, 10, 64)
+			if err != nil || ms < 0 {
+				continue // -1: kept forever
+			}
+			if got := time.Duration(ms) * time.Millisecond; got < need {
+				return fmt.Errorf("topic %s keeps records for retention.ms=%d (%s), less than its level plus %s of headroom (%s): records could expire before they are due; "+
+					"fix: kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name %s --add-config retention.ms=%d",
+					topic, ms, got, headroom, need, topic, (7 * 24 * time.Hour).Milliseconds())
+			}
+		case "cleanup.policy":
+			if slices.Contains(strings.Split(*c.Value, ","), "compact") {
+				return fmt.Errorf("topic %s has cleanup.policy=%s: compaction drops pending records; fix: kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name %s --add-config cleanup.policy=delete",
+					topic, *c.Value, topic)
+			}
+		}
+	}
+	return nil
+}
+
+func ptr(s string) *string { return &s }

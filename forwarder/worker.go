@@ -1,0 +1,261 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// worker forwards the records of one source topic: the ingress topic (wait 0)
+// or one level topic (wait = the level's delay). It is one member of the
+// consumer group "<group>.ingress" or "<group>.level.<name>"; Kafka spreads the
+// partitions over every kdelay process in the group.
+//
+// A partition's records become due in offset order, so the worker looks only
+// at each partition's head. While the head is not due the partition is paused,
+// so its records stay in Kafka rather than in memory, and the loop sleeps until
+// the earliest head is due, never longer than CheckInterval.
+type worker struct {
+	cfg    *Config
+	source string        // topic consumed
+	wait   time.Duration // how long a record waits in source
+	rules  rules
+	log    *slog.Logger
+	cl     *kgo.Client
+	start  time.Time // anchors the ticks of ModePoll
+
+	// mu guards everything below it against the rebalance callbacks, which
+	// run on the client's goroutines.
+	mu         sync.Mutex
+	parts      map[int32]*partition
+	held       []*entry
+	lastCommit time.Time
+	stats      Stats
+
+	// ackMu guards the acks produce callbacks leave for the loop, and the
+	// cancel func of the poll in progress so a failure wakes it.
+	ackMu  sync.Mutex
+	acks   []ack
+	wakeFn context.CancelFunc
+}
+
+type ack struct {
+	e   *entry
+	err error
+}
+
+func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, error) {
+	w := &worker{
+		cfg:    cfg,
+		source: source,
+		wait:   wait,
+		rules:  rules{maxDelay: cfg.MaxDelay, own: cfg.own},
+		log:    cfg.Logger.With("topic", source),
+		start:  cfg.NowFunc(),
+		parts:  map[int32]*partition{},
+	}
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.ClientID("kdelay"),
+		kgo.ConsumerGroup(group),
+		kgo.ConsumeTopics(source),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.DisableAutoCommit(),
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsRevoked(w.revoked),
+		kgo.OnPartitionsLost(w.lost),
+		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		// A due record must leave now: lingering would only add lateness.
+		kgo.ProducerLinger(0),
+	}, cfg.ClientOpts...)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
+	}
+	w.cl = cl
+	return w, nil
+}
+
+// run forwards until ctx ends, then shuts down in this order: stop fetching,
+// wait for in-flight produces, commit what was handed on, leave the group.
+// Records held in memory are not committed, so the next owner re-reads them.
+func (w *worker) run(ctx context.Context) error {
+	defer w.shutdown()
+	for ctx.Err() == nil {
+		wake := w.cycle(ctx, w.cfg.NowFunc())
+		if err := w.poll(ctx, wake); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poll waits for records until the wake time, an early wake from a failed
+// produce, or the end of ctx, and queues what it fetched.
+func (w *worker) poll(ctx context.Context, wake time.Time) error {
+	pctx, cancel := context.WithDeadline(ctx, wake)
+	defer cancel()
+	w.ackMu.Lock()
+	if w.needsLoop() {
+		w.ackMu.Unlock()
+		return nil
+	}
+	w.wakeFn = cancel
+	w.ackMu.Unlock()
+
+	fetches := w.cl.PollFetches(pctx)
+
+	w.ackMu.Lock()
+	w.wakeFn = nil
+	w.ackMu.Unlock()
+	if fetches.IsClientClosed() {
+		return errors.New("kafka client closed")
+	}
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+			w.log.Warn("fetch_failed", "partition", p, "err", err)
+		}
+	})
+	w.mu.Lock()
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) > 0 {
+			p := w.partition(fp.Partition)
+			p.queue = append(p.queue, fp.Records...)
+		}
+	})
+	w.mu.Unlock()
+	// Rebalances wait while polled records are being queued, so a revoke
+	// never races a partition being filled.
+	w.cl.AllowRebalance()
+	return nil
+}
+
+// needsLoop reports whether a failed produce is waiting; ackMu must be held.
+func (w *worker) needsLoop() bool {
+	for _, a := range w.acks {
+		if a.err != nil {
+			return true
+		}
+	}
+	return false
+}
+
+func (w *worker) partition(id int32) *partition {
+	p, ok := w.parts[id]
+	if !ok {
+		p = newPartition(id)
+		w.parts[id] = p
+	}
+	return p
+}
+
+// cycle does the work due at now and returns when it wants to run next.
+func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.applyAcks(now)
+	heads, held, next := w.clock(now)
+	before := w.stats
+	next = w.releaseHeld(held, next)
+	next = w.releaseHeads(heads, now, next)
+	w.commit(ctx, now, false)
+	if after := w.stats; after != before {
+		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
+			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)
+	}
+	return next
+}
+
+// clock returns the time heads and held records are compared with, and the
+// latest the loop may sleep until. ModeExact compares with now and sleeps at
+// most CheckInterval. ModePoll compares with the last tick and sleeps until
+// the next one, as RocketMQ does; the ingress still routes on arrival, as
+// RocketMQ dispatches a delayed message to its level when it is written.
+func (w *worker) clock(now time.Time) (heads, held, next time.Time) {
+	if w.cfg.Mode != ModePoll {
+		return now, now, now.Add(w.cfg.CheckInterval)
+	}
+	tick := w.start.Add(now.Sub(w.start).Truncate(w.cfg.CheckInterval))
+	heads = tick
+	if w.wait == 0 {
+		heads = now
+	}
+	return heads, tick, tick.Add(w.cfg.CheckInterval)
+}
+
+// releaseAt is when a record in source is due to leave it. A record that
+// claims to have been written in the future (the writer's clock is ahead) is
+// due now: trusting it would hold it longer than its level.
+func (w *worker) releaseAt(r *kgo.Record, now time.Time) time.Time {
+	if r.Timestamp.After(now) {
+		return now
+	}
+	return r.Timestamp.Add(w.wait)
+}
+
+func (w *worker) releaseHeads(check, now, next time.Time) time.Time {
+	for _, p := range w.parts {
+		for len(p.queue) > 0 {
+			at := w.releaseAt(p.queue[0], now)
+			if at.After(check) {
+				next = earliest(next, at)
+				break
+			}
+			w.route(p.take(), at, now)
+		}
+		w.pauseOrResume(p, now)
+	}
+	return next
+}
+
+// pauseOrResume keeps a partition paused while its buffered records are not
+// due soon, so pending records wait in Kafka, not in memory. It resumes one
+// fetch-wait ahead of its last buffered record: a fetch already in flight
+// when a partition resumes does not include it, and the records behind must
+// arrive before they are due.
+func (w *worker) pauseOrResume(p *partition, now time.Time) {
+	pause := false
+	if n := len(p.queue); n > 0 {
+		ahead := now.Add(w.cfg.FetchMaxWait + w.cfg.CheckInterval)
+		pause = w.releaseAt(p.queue[n-1], now).After(ahead)
+	}
+	if pause == p.paused {
+		return
+	}
+	p.paused = pause
+	tp := map[string][]int32{w.source: {p.id}}
+	if pause {
+		w.cl.PauseFetchPartitions(tp)
+	} else {
+		w.cl.ResumeFetchPartitions(tp)
+	}
+}
+
+func (w *worker) releaseHeld(check, next time.Time) time.Time {
+	keep := w.held[:0]
+	for _, e := range w.held {
+		switch {
+		case e.part.gone:
+		case e.at.After(check):
+			next = earliest(next, e.at)
+			keep = append(keep, e)
+		default:
+			w.produce(e)
+		}
+	}
+	clear(w.held[len(keep):])
+	w.held = keep
+	return next
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
+}
