@@ -1,0 +1,41 @@
+// Package client sends delayed records to kdelay and dedupes what it
+// delivers, for Go programs using franz-go. Package kafkago does the same for
+// segmentio/kafka-go.
+//
+// # Sending
+//
+// A Producer sends a record to be delivered to a target topic after a delay
+// or at a time:
+//
+//	p, err := client.NewProducer(cl, client.ProducerConfig{})
+//	id, err := p.Send(ctx, "reminders", &kgo.Record{Key: k, Value: v}, client.After(90*time.Second))
+//	id, err = p.Send(ctx, "reminders", &kgo.Record{Key: k, Value: v}, client.At(t))
+//
+// Send writes the record straight into the level topic that kdelay's ingress
+// router would have chosen, which saves a hop and its latency, or into the
+// ingress topic when less than the smallest level remains. Either way kdelay
+// never delivers it before it is due, and delivers it to the target with its
+// key, value and headers in order, plus kdelay-id and kdelay-deliver-at.
+// After counts from this process's clock, as a record's timestamp would, and
+// kdelay compares due times with its own clock: a skew between the two moves
+// delivery by as much.
+//
+// To do that the Producer must know the server's topic prefix, levels and
+// maximum delay: ProducerConfig's zero value matches a server run with its
+// defaults, and other servers need the same values in ProducerConfig. A
+// Producer with a level the server lacks gets an error from Send; one with
+// fewer levels works, its records taking more hops.
+//
+// Delayed builds a record for the ingress topic instead, for producing with
+// any kgo.Client; any other producer, in any language, can set the headers
+// documented in package kdelay.
+//
+// # Consuming
+//
+// Delivery is at-least-once: a consumer can see a record twice. Idempotent
+// wraps a handler so that it runs once per kdelay-id, with a Store that
+// remembers the ids handled; MemoryStore is one for a single process:
+//
+//	handle := client.Idempotent(client.NewMemoryStore(100_000, time.Hour), send)
+//	fetches.EachRecord(func(r *kgo.Record) { err := handle(ctx, r); ... })
+package client

@@ -1,0 +1,144 @@
+package client_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/client"
+	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/kafkatest"
+	"github.com/kdelay/kdelay/levels"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// fixture is a broker, a kdelay server on topics of the test's own with
+// levels 1s and 2s, a target topic, and the ProducerConfig that matches the
+// server.
+type fixture struct {
+	t       *testing.T
+	cluster *kafkatest.Cluster
+	server  forwarder.Config
+	cfg     client.ProducerConfig
+	target  string
+}
+
+func setup(t *testing.T) *fixture {
+	t.Helper()
+	cluster := kafkatest.New(t)
+	name := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(name)
+	set, err := levels.Parse([]string{"1s", "2s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	topics := kdelay.Topics{Prefix: name}
+	fx := &fixture{
+		t:       t,
+		cluster: cluster,
+		target:  name + ".target",
+		server:  forwarder.Config{Brokers: cluster.Brokers, Topics: topics, Levels: set, Group: name, Partitions: 2},
+		cfg:     client.ProducerConfig{Topics: topics, Levels: set},
+	}
+	cluster.CreateTopic(fx.target, 3, nil)
+	fx.start()
+	return fx
+}
+
+// start runs the kdelay server until the test ends, once its topics exist.
+func (fx *fixture) start() {
+	fx.t.Helper()
+	f, err := forwarder.New(fx.server)
+	if err != nil {
+		fx.t.Fatalf("forwarder.New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	fx.t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			fx.t.Errorf("forwarder Run: %v", err)
+		}
+	})
+	select {
+	case <-f.Ready():
+	case err := <-done:
+		done <- err // for the cleanup
+		fx.t.Fatalf("forwarder Run returned before ready: %v", err)
+	case <-time.After(30 * time.Second):
+		fx.t.Fatal("forwarder not ready after 30s")
+	}
+}
+
+// arrival is a record read from a topic and the time it was read.
+type arrival struct {
+	*kgo.Record
+	at time.Time
+}
+
+// consume reads topics from the start until enough says so or the deadline
+// passes, and returns what arrived.
+func (fx *fixture) consume(deadline time.Duration, enough func([]arrival) bool, topics ...string) []arrival {
+	fx.t.Helper()
+	cl := fx.cluster.Client(kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(50*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var got []arrival
+	for !enough(got) && ctx.Err() == nil {
+		// A poll returns only with records, so each is bounded to look at
+		// enough again while none come.
+		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
+		fetches := cl.PollFetches(pctx)
+		pcancel()
+		now := time.Now()
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.DeadlineExceeded) {
+				fx.t.Logf("consume %s/%d: %v", topic, p, err)
+			}
+		})
+		fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
+	}
+	return got
+}
+
+func header(r *kgo.Record, name string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}
+
+func deliverAt(t *testing.T, r *kgo.Record) time.Time {
+	t.Helper()
+	v, ok := header(r, kdelay.HeaderDeliverAt)
+	if !ok {
+		t.Fatalf("record %q has no %s header", r.Value, kdelay.HeaderDeliverAt)
+	}
+	ms, err := strconv.ParseInt(v, 10, 64)
+	if err != nil {
+		t.Fatalf("%s %q: %v", kdelay.HeaderDeliverAt, v, err)
+	}
+	return time.UnixMilli(ms)
+}
+
+// headers lists a record's headers as "key=value".
+func headers(r *kgo.Record) []string {
+	var hs []string
+	for _, h := range r.Headers {
+		hs = append(hs, h.Key+"="+string(h.Value))
+	}
+	return hs
+}
