@@ -159,26 +159,31 @@ func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(now)
-	heads, held, next := w.clock(now)
+	heads, held, tick := w.clock(now)
 	before := w.stats
-	next = w.releaseHeld(held, next)
-	next = w.releaseHeads(heads, now, next)
+	// Heads first: routing one may hold it, and releaseHeld then counts it
+	// in the next wake-up.
+	soonest := w.releaseHeads(heads, now)
+	soonest = earliest(soonest, w.releaseHeld(held))
 	w.commit(ctx, now, false)
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
 			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)
 	}
-	return next
+	if w.cfg.Mode == ModePoll {
+		return tick
+	}
+	return earliest(soonest, now.Add(w.cfg.CheckInterval))
 }
 
-// clock returns the time heads and held records are compared with, and the
-// latest the loop may sleep until. ModeExact compares with now and sleeps at
-// most CheckInterval. ModePoll compares with the last tick and sleeps until
-// the next one, as RocketMQ does; the ingress still routes on arrival, as
-// RocketMQ dispatches a delayed message to its level when it is written.
+// clock returns the times heads and held records are compared with, and the
+// next tick of ModePoll. ModeExact compares with now. ModePoll compares with
+// the last tick and looks again at the next one, as RocketMQ does; the
+// ingress still routes on arrival, as RocketMQ dispatches a delayed message
+// to its level when it is written.
 func (w *worker) clock(now time.Time) (heads, held, next time.Time) {
 	if w.cfg.Mode != ModePoll {
-		return now, now, now.Add(w.cfg.CheckInterval)
+		return now, now, time.Time{}
 	}
 	tick := w.start.Add(now.Sub(w.start).Truncate(w.cfg.CheckInterval))
 	heads = tick
@@ -198,19 +203,21 @@ func (w *worker) releaseAt(r *kgo.Record, now time.Time) time.Time {
 	return r.Timestamp.Add(w.wait)
 }
 
-func (w *worker) releaseHeads(check, now, next time.Time) time.Time {
+// releaseHeads routes every head due by check and returns when the earliest
+// remaining head is due (the zero time if none).
+func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 	for _, p := range w.parts {
 		for len(p.queue) > 0 {
 			at := w.releaseAt(p.queue[0], now)
 			if at.After(check) {
-				next = earliest(next, at)
+				soonest = earliest(soonest, at)
 				break
 			}
 			w.route(p.take(), at, now)
 		}
 		w.pauseOrResume(p, now)
 	}
-	return next
+	return soonest
 }
 
 // pauseOrResume keeps a partition paused while its buffered records are not
@@ -236,13 +243,15 @@ func (w *worker) pauseOrResume(p *partition, now time.Time) {
 	}
 }
 
-func (w *worker) releaseHeld(check, next time.Time) time.Time {
+// releaseHeld produces held records due by check and returns when the
+// earliest remaining one is due (the zero time if none).
+func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 	keep := w.held[:0]
 	for _, e := range w.held {
 		switch {
 		case e.part.gone:
 		case e.at.After(check):
-			next = earliest(next, e.at)
+			soonest = earliest(soonest, e.at)
 			keep = append(keep, e)
 		default:
 			w.produce(e)
@@ -250,11 +259,12 @@ func (w *worker) releaseHeld(check, next time.Time) time.Time {
 	}
 	clear(w.held[len(keep):])
 	w.held = keep
-	return next
+	return soonest
 }
 
+// earliest returns the earlier of two times, where the zero time means none.
 func earliest(a, b time.Time) time.Time {
-	if b.Before(a) {
+	if a.IsZero() || (!b.IsZero() && b.Before(a)) {
 		return b
 	}
 	return a

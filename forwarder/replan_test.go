@@ -1,0 +1,128 @@
+package forwarder
+
+import (
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// levelRecord is a record as it would sit in a level topic, written at ts.
+func levelRecord(cfg Config, level, target, id string, ts, due time.Time) *kgo.Record {
+	return &kgo.Record{
+		Topic:     cfg.WithDefaults().Topics.Level(level),
+		Value:     []byte(id),
+		Timestamp: ts,
+		Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderID, Value: []byte(id)},
+			{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))},
+			{Key: kdelay.HeaderTarget, Value: []byte(target)},
+		},
+	}
+}
+
+// TestReplanning checks that each hop plans from the absolute due time: a
+// record released late, or written by a clock that runs ahead, still arrives
+// at its due time instead of carrying the error forward.
+func TestReplanning(t *testing.T) {
+	t.Parallel()
+	inBubble(t, []string{"1s", "2s", "5s"}, func(b *bubble) {
+		stop := b.run(b.cfg)
+		defer stop()
+		arrivals := b.collect(3, time.Minute)
+		now := time.Now()
+		due := map[string]time.Time{
+			// Released from 5s a second late (kdelay was down): 2.5s are
+			// left of its plan, so it goes to 2s, then is held 0.5s.
+			"late-hop": now.Add(1500 * time.Millisecond),
+			// Written by a clock an hour ahead: its head claims to be due in
+			// an hour and 5s, more than the level's 5s, so it is due now.
+			"clock-ahead": now.Add(3200 * time.Millisecond),
+			// Overdue already: delivered at once, not routed through a level.
+			"overdue": now.Add(-time.Minute),
+		}
+		b.produce(
+			levelRecord(b.cfg, "5s", b.target, "late-hop", now.Add(-6*time.Second), due["late-hop"]),
+			levelRecord(b.cfg, "5s", b.target, "clock-ahead", now.Add(time.Hour), due["clock-ahead"]),
+			levelRecord(b.cfg, "2s", b.target, "overdue", now.Add(-3*time.Second), due["overdue"]),
+		)
+		for _, a := range arrivals() {
+			id := string(a.Value)
+			want := due[id].Truncate(time.Millisecond)
+			if want.Before(now) {
+				want = now
+			}
+			if late := a.at.Sub(want); late < 0 || late > 20*time.Millisecond {
+				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
+			}
+		}
+	})
+}
+
+// TestSubLevelRemainders checks that a remainder below the smallest level is
+// held until its exact due time without blocking the records behind it.
+func TestSubLevelRemainders(t *testing.T) {
+	t.Parallel()
+	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
+		stop := b.run(b.cfg)
+		defer stop()
+		arrivals := b.collect(3, time.Minute)
+		start := time.Now()
+		// One key, so all three share each partition on their way: 1.4s is
+		// released by the 1s level ahead of 1s, then held for 400ms while
+		// 1s, behind it, is delivered.
+		send := func(value, delay string) *kgo.Record {
+			r := ingress(b.cfg, b.target, value, kdelay.HeaderDelay, delay)
+			r.Key = []byte("same")
+			return r
+		}
+		b.produce(send("1.4s", "1400"), send("1s", "1s"), send("300ms", "300ms"))
+		got := arrivals()
+		var order []string
+		for _, a := range got {
+			order = append(order, string(a.Value))
+			d, _ := time.ParseDuration(string(a.Value))
+			if late := a.at.Sub(start.Truncate(time.Millisecond).Add(d)); late < 0 || late > 20*time.Millisecond {
+				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", a.Value, late)
+			}
+		}
+		if order[0] != "300ms" || order[1] != "1s" || order[2] != "1.4s" {
+			t.Errorf("arrival order %v, want [300ms 1s 1.4s]: a held remainder blocked the record behind it", order)
+		}
+	})
+}
+
+// TestPollMode checks the RocketMQ-style mode the benchmark compares with:
+// heads are looked at every CheckInterval and nothing in between, so records
+// are late by up to one interval, and never early.
+func TestPollMode(t *testing.T) {
+	t.Parallel()
+	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
+		cfg := b.cfg
+		cfg.Mode = ModePoll
+		stop := b.run(cfg)
+		defer stop()
+		const n = 40
+		arrivals := b.collect(n, time.Minute)
+		due := map[string]time.Time{}
+		for i := range n {
+			d := time.Duration(i) * 237 * time.Millisecond
+			id := strconv.Itoa(i)
+			due[id] = time.Now().Truncate(time.Millisecond).Add(d)
+			b.produce(ingress(cfg, b.target, id, kdelay.HeaderDelay, d.String()))
+			time.Sleep(13 * time.Millisecond)
+		}
+		var lateSum time.Duration
+		for _, a := range arrivals() {
+			late := a.at.Sub(due[string(a.Value)])
+			if late < 0 || late > 120*time.Millisecond {
+				t.Errorf("record %s late %s, want 0 to 100ms (one tick) plus 20ms", a.Value, late)
+			}
+			lateSum += late
+		}
+		t.Logf("poll mode: mean lateness %s in bubble time", lateSum/n)
+	})
+}
