@@ -31,6 +31,7 @@ func (w *worker) commit(ctx context.Context, now time.Time, force bool) {
 				w.log.Warn("commit_failed", "err", err)
 				return
 			}
+			w.log.Debug("committed", "offsets", offsets)
 			for _, t := range resp.Topics {
 				for _, rp := range t.Partitions {
 					p, ok := w.parts[rp.Partition]
@@ -82,10 +83,15 @@ func (w *worker) forget(ids []int32) {
 	}
 }
 
-// shutdown waits for in-flight produces, commits, and leaves the group.
+// shutdown runs once fetching has stopped. It delivers held records as they
+// fall due (they are due within the smallest level), waits for in-flight
+// produces, commits, and leaves the group, all within ShutdownTimeout. A
+// clean stop thus leaves nothing to re-deliver; whatever the timeout cuts off
+// stays uncommitted and is re-read by the next owner.
 func (w *worker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
+	w.drainHeld(ctx)
 	if err := w.cl.Flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)
 	}
@@ -94,4 +100,25 @@ func (w *worker) shutdown() {
 	w.commit(ctx, w.cfg.NowFunc(), true)
 	w.mu.Unlock()
 	w.cl.CloseAllowingRebalance()
+}
+
+// drainHeld produces held records at their due times until none is left.
+func (w *worker) drainHeld(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		now := w.cfg.NowFunc()
+		w.applyAcks(now)
+		soonest := w.releaseHeld(now)
+		w.mu.Unlock()
+		if soonest.IsZero() {
+			return
+		}
+		timer := time.NewTimer(soonest.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
 }

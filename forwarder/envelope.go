@@ -74,6 +74,8 @@ func parse(r *kgo.Record, rl rules) (envelope, error) {
 	switch {
 	case !ok || target == "":
 		return env, bad("header %s is missing; set it to the topic to deliver to", kdelay.HeaderTarget)
+	case !validTopic(target):
+		return env, bad("header %s %q is not a valid topic name: use letters, digits, '.', '_' and '-', at most 249 characters", kdelay.HeaderTarget, target)
 	case rl.own(target):
 		return env, bad("header %s names kdelay's own topic %q; set it to the topic consumers read", kdelay.HeaderTarget, target)
 	}
@@ -164,4 +166,18 @@ func ceilMillis(t time.Time) time.Time {
 		return tr.Add(time.Millisecond)
 	}
 	return t
+}
+
+// validTopic applies Kafka's rule for topic names, so a bad target gets the
+// same clear reason from every broker.
+func validTopic(name string) bool {
+	if len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for _, c := range name {
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
 }

@@ -1,0 +1,172 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"math/rand/v2"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// collector consumes a topic in the background from its start.
+type collector struct {
+	mu  sync.Mutex
+	got []arrival
+}
+
+func (fx *fixture) collect(topic string) *collector {
+	c := &collector{}
+	cl := fx.cluster.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	fx.t.Cleanup(func() { cancel(); <-done })
+	go func() {
+		defer close(done)
+		for ctx.Err() == nil {
+			fetches := cl.PollFetches(ctx)
+			now := time.Now()
+			c.mu.Lock()
+			fetches.EachRecord(func(r *kgo.Record) { c.got = append(c.got, arrival{r, now}) })
+			c.mu.Unlock()
+		}
+	}()
+	return c
+}
+
+// until polls, up to deadline, for the records collected so far to satisfy
+// done, and returns them.
+func (c *collector) until(t *testing.T, deadline time.Duration, done func([]arrival) bool) []arrival {
+	t.Helper()
+	end := time.Now().Add(deadline)
+	for {
+		c.mu.Lock()
+		got := c.got[:len(c.got):len(c.got)]
+		c.mu.Unlock()
+		if done(got) {
+			return got
+		}
+		if time.Now().After(end) {
+			t.Fatalf("condition not met within %s (%d records collected)", deadline, len(got))
+		}
+		time.Sleep(10 * time.Millisecond) // a deadline-bounded poll, not a wait for time to pass
+	}
+}
+
+func uniqueIDs(got []arrival) map[string]int {
+	ids := map[string]int{}
+	for _, a := range got {
+		id, _ := header(a.Record, kdelay.HeaderID)
+		ids[id]++
+	}
+	return ids
+}
+
+// TestRestart stops the forwarder while records are in every stage (in the
+// ingress, waiting in levels, held below the smallest level, in flight) and
+// starts a new one in the same group: every record is delivered once, none
+// early.
+func TestRestart(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "2s"})
+	arrived := fx.collect(fx.target)
+	_, stop := fx.start(fx.cfg)
+
+	const n = 300
+	rng := rand.New(rand.NewPCG(3, 4))
+	due := map[string]time.Time{}
+	for i := range n {
+		d := time.Duration(rng.Int64N(int64(4 * time.Second)))
+		id := strconv.Itoa(i)
+		r := fx.send(id, kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, strconv.FormatInt(d.Milliseconds(), 10), kdelay.HeaderID, id)
+		due[id] = r.Timestamp.Truncate(time.Millisecond).Add(d.Truncate(time.Millisecond))
+	}
+	arrived.until(t, 30*time.Second, func(got []arrival) bool { return len(got) >= n/4 })
+	stop()
+	before := len(uniqueIDs(arrived.until(t, 0, func([]arrival) bool { return true })))
+
+	fx.start(fx.cfg)
+	got := arrived.until(t, 60*time.Second, func(got []arrival) bool { return len(uniqueIDs(got)) == n })
+	// A clean stop drains held records, finishes in-flight produces and
+	// commits before leaving, so the new forwarder re-delivers nothing.
+	if dups := len(got) - n; dups > 0 {
+		t.Errorf("%d records delivered twice across a clean restart, want 0", dups)
+	}
+	for _, a := range got {
+		id, _ := header(a.Record, kdelay.HeaderID)
+		if a.at.Before(due[id]) {
+			t.Errorf("record %s arrived %s early", id, due[id].Sub(a.at))
+		}
+	}
+	t.Logf("%d records, %d delivered before the restart, the rest after it", n, before)
+}
+
+// TestRetentionCheck checks kdelay refuses to start when a level topic would
+// expire records before they are due, saying which topic and how to fix it.
+func TestRetentionCheck(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		configs map[string]*string
+		want    []string
+	}{
+		{"retention shorter than level", map[string]*string{"retention.ms": ptr("60000")},
+			[]string{".level.2s keeps records for retention.ms=60000", "kafka-configs.sh", "--entity-name"}},
+		{"compacted", map[string]*string{"cleanup.policy": ptr("compact")},
+			[]string{".level.2s has cleanup.policy=compact", "cleanup.policy=delete"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			fx := setup(t, []string{"1s", "2s"})
+			fx.cluster.CreateTopic(fx.cfg.Topics.Level("2s"), 2, tt.configs)
+			f, err := New(fx.cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			err = f.Run(ctx)
+			if err == nil || errors.Is(err, context.DeadlineExceeded) {
+				t.Fatalf("Run = %v, want it to refuse the level topic", err)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not contain %q", err, w)
+				}
+			}
+		})
+	}
+	t.Run("long enough", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, []string{"1s", "2s"})
+		fx.cluster.CreateTopic(fx.cfg.Topics.Level("2s"), 2, map[string]*string{"retention.ms": ptr("3602000")})
+		fx.start(fx.cfg) // fails the test if Run refuses
+	})
+}
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no brokers", Config{}, "brokers: no seed brokers"},
+		{"unknown mode", Config{Brokers: []string{"x:1"}, Mode: "fast"}, `mode: "fast" is not a mode`},
+		{"negative interval", Config{Brokers: []string{"x:1"}, CheckInterval: -time.Second}, "check-interval: -1s is negative"},
+		{"retention below largest level", Config{Brokers: []string{"x:1"}, Retention: time.Hour}, "retention: 1h0m0s is shorter than the largest level 2h"},
+		{"max delay below smallest level", Config{Brokers: []string{"x:1"}, MaxDelay: time.Millisecond}, "max-delay: 1ms is below the smallest level 1s"},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: New error = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
