@@ -25,20 +25,30 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, cfg *Config) error {
 		return fmt.Errorf("list topics on %s: %w", strings.Join(cfg.Brokers, ","), err)
 	}
 	var missing []string
+	had := map[string]bool{}
 	for _, topic := range cfg.ownTopics() {
-		if !existing.Has(topic) {
+		had[topic] = existing.Has(topic)
+		if !had[topic] {
 			missing = append(missing, topic)
 		}
 	}
-	if err := createTopics(ctx, adm, cfg, missing); err != nil {
+	raced, err := createTopics(ctx, adm, cfg, missing)
+	if err != nil {
 		return err
 	}
-	return checkRetention(ctx, adm, cfg)
+	for _, topic := range raced {
+		had[topic] = true
+	}
+	// Only topics that existed need checking: the ones just created have
+	// kdelay's own configs.
+	return checkRetention(ctx, adm, cfg, had)
 }
 
-func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []string) error {
+// createTopics creates topics and returns those that turned out to exist
+// already: a broker's metadata may lag a topic created a moment ago.
+func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []string) (existed []string, err error) {
 	if len(topics) == 0 {
-		return nil
+		return nil, nil
 	}
 	retention := strconv.FormatInt(cfg.Retention.Milliseconds(), 10)
 	configs := map[string]*string{
@@ -50,33 +60,44 @@ func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []s
 	}
 	resps, err := adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, topics...)
 	if err != nil {
-		return fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
+		return nil, fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
 	}
 	var errs []error
 	for _, r := range resps.Sorted() {
-		// Another kdelay process starting at the same time may win the race.
-		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+		switch {
+		case errors.Is(r.Err, kerr.TopicAlreadyExists):
+			// Another kdelay process starting at the same time won the race.
+			existed = append(existed, r.Topic)
+		case r.Err != nil:
 			errs = append(errs, fmt.Errorf("create topic %s: %w (%s); create it yourself with %d partitions, or give kdelay CREATE on the cluster",
 				r.Topic, r.Err, r.ErrMessage, cfg.Partitions))
 		}
 	}
-	return errors.Join(errs...)
+	return existed, errors.Join(errs...)
 }
 
 // checkRetention refuses level topics whose retention.ms is shorter than
 // their level plus RetentionHeadroom, and level topics that compact.
-func checkRetention(ctx context.Context, adm *kadm.Client, cfg *Config) error {
-	names := make([]string, 0, len(cfg.Levels))
+func checkRetention(ctx context.Context, adm *kadm.Client, cfg *Config, existing map[string]bool) error {
+	var names []string
 	for _, l := range cfg.Levels {
-		names = append(names, cfg.Topics.Level(l.Name))
+		if name := cfg.Topics.Level(l.Name); existing[name] {
+			names = append(names, name)
+		}
 	}
-	rcs, err := adm.DescribeTopicConfigs(ctx, names...)
+	if len(names) == 0 {
+		return nil
+	}
+	rcs, err := describeConfigs(ctx, adm, names)
 	if err != nil {
 		return fmt.Errorf("describe level topic configs: %w", err)
 	}
 	var errs []error
 	for _, l := range cfg.Levels {
 		topic := cfg.Topics.Level(l.Name)
+		if !existing[topic] {
+			continue
+		}
 		rc, err := rcs.On(topic, nil)
 		if err == nil {
 			err = rc.Err
@@ -88,6 +109,27 @@ func checkRetention(ctx context.Context, adm *kadm.Client, cfg *Config) error {
 		errs = append(errs, checkLevelTopic(topic, l.Delay, cfg.RetentionHeadroom, rc.Configs))
 	}
 	return errors.Join(errs...)
+}
+
+// describeConfigs describes topics, asking again for up to ten seconds while
+// the broker does not know one yet: metadata of a new topic takes a moment
+// to reach every broker.
+func describeConfigs(ctx context.Context, adm *kadm.Client, topics []string) (kadm.ResourceConfigs, error) {
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		rcs, err := adm.DescribeTopicConfigs(ctx, topics...)
+		unknown := err == nil && slices.ContainsFunc(rcs, func(rc kadm.ResourceConfig) bool {
+			return errors.Is(rc.Err, kerr.UnknownTopicOrPartition)
+		})
+		if !unknown || time.Now().After(deadline) {
+			return rcs, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }
 
 func checkLevelTopic(topic string, level, headroom time.Duration, configs []kadm.Config) error {
