@@ -1,0 +1,43 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"syscall"
+
+	"github.com/twmb/franz-go/pkg/kfake"
+
+	"github.com/kdelay/kdelay/config"
+)
+
+// startBroker starts the embedded single-node Kafka broker kdelay uses when
+// no brokers are configured. It keeps its log in data-dir and reloads it on
+// start, so records pending in kdelay's topics survive a restart; Close
+// writes the rest of its state there.
+//
+// Target topics are created on first use, as a development broker should;
+// kdelay creates its own topics itself, with its retention.
+func startBroker(cfg config.Config, log *slog.Logger) (*kfake.Cluster, error) {
+	// kfake always asks for 127.0.0.1 and the port from kfake.Ports; listen
+	// on the configured address instead. The broker advertises the address
+	// it listens on.
+	listen := func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Listen) }
+	cluster, err := kfake.NewCluster(
+		kfake.NumBrokers(1),
+		kfake.ListenFn(listen),
+		kfake.DataDir(cfg.DataDir),
+		kfake.AllowAutoTopicCreation(),
+		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+		kfake.WithLogger(brokerLog{log}),
+	)
+	switch {
+	case errors.Is(err, syscall.EADDRINUSE):
+		return nil, fmt.Errorf("listen: %s is already in use, by another kdelay or a Kafka broker: pick a free address with --listen (e.g. --listen 127.0.0.1:9093), or use the broker there with --brokers %s",
+			cfg.Listen, cfg.Listen)
+	case err != nil:
+		return nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
+	}
+	return cluster, nil
+}

@@ -1,0 +1,354 @@
+package main
+
+// End-to-end tests: they build the kdelay binary, run `kdelay serve` as a
+// user would, write to the ingress with kcat, and read the targets with a
+// plain Kafka consumer. By default serve runs its embedded broker; with
+// KDELAY_TEST_BROKERS set it runs against that real cluster instead, with
+// topics and groups of the test's own.
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"regexp"
+	"runtime/debug"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"go.uber.org/goleak"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// build builds the kdelay binary once for every test that needs it; TestMain
+// sets it up.
+var build func() (string, error)
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "kdelay-e2e-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	build = sync.OnceValues(func() (string, error) { return buildBinary(dir) })
+	goleak.VerifyTestMain(m, goleak.Cleanup(func(int) { _ = os.RemoveAll(dir) }))
+}
+
+// buildBinary runs `go build` into dir, with the race detector when the
+// tests run with it, so that a race in serve fails its exit code check.
+func buildBinary(dir string) (string, error) {
+	path := dir + "/kdelay"
+	args := []string{"build", "-o", path}
+	if raceEnabled() {
+		args = append(args, "-race")
+	}
+	out, err := exec.Command("go", append(args, ".")...).CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("go %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return path, nil
+}
+
+// binary is the path of the kdelay binary, built on first use.
+func binary(t *testing.T) string {
+	t.Helper()
+	path, err := build()
+	if err != nil {
+		t.Fatalf("build kdelay: %v", err)
+	}
+	return path
+}
+
+func raceEnabled() bool {
+	info, ok := debug.ReadBuildInfo()
+	if !ok {
+		return false
+	}
+	for _, s := range info.Settings {
+		if s.Key == "-race" && s.Value == "true" {
+			return true
+		}
+	}
+	return false
+}
+
+// e2e is what an end-to-end test runs kdelay with.
+type e2e struct {
+	t       *testing.T
+	bin     string
+	dir     string             // working and data directory of serve
+	cluster *kafkatest.Cluster // the real cluster, nil for the embedded broker
+	prefix  string             // of kdelay's topics
+	group   string
+	target  string
+}
+
+func setup(t *testing.T) *e2e {
+	t.Helper()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to run the end-to-end tests")
+	}
+	name := kafkatest.Name(t)
+	e := &e2e{t: t, bin: binary(t), dir: t.TempDir(), prefix: kdelay.DefaultPrefix, group: "kdelay", target: name + ".target"}
+	if os.Getenv(kafkatest.EnvBrokers) != "" {
+		// A real cluster is shared: use topics and groups of our own, and
+		// create the target, since production brokers do not auto-create.
+		e.cluster = kafkatest.New(t)
+		e.prefix, e.group = name, name
+		e.cluster.DeleteOnCleanup(name)
+		e.cluster.CreateTopic(e.target, 3, nil)
+	}
+	return e
+}
+
+// serveArgs run serve with small levels so that records hop between levels
+// within seconds.
+func (e *e2e) serveArgs() []string {
+	args := []string{"serve", "--levels", "1s,2s,5s", "--partitions", "2", "--log-level", "debug",
+		"--topic-prefix", e.prefix, "--group", e.group}
+	if e.cluster != nil {
+		return append(args, "--brokers", strings.Join(e.cluster.Brokers, ","))
+	}
+	return append(args, "--listen", "127.0.0.1:0", "--data-dir", e.dir+"/data")
+}
+
+func (e *e2e) topics() kdelay.Topics { return kdelay.Topics{Prefix: e.prefix} }
+
+func (e *e2e) command(args ...string) *exec.Cmd { return command(e.bin, e.dir, args...) }
+
+// command runs the binary in dir without the KDELAY_ variables of the
+// test's own environment, which would otherwise configure it. A race-enabled
+// binary exits as soon as it is done instead of waiting a second for
+// late race reports.
+func command(bin, dir string, args ...string) *exec.Cmd {
+	cmd := exec.Command(bin, args...)
+	cmd.Dir = dir
+	cmd.Env = []string{"GORACE=atexit_sleep_ms=0"}
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, "KDELAY_") && !strings.HasPrefix(kv, "GORACE=") {
+			cmd.Env = append(cmd.Env, kv)
+		}
+	}
+	return cmd
+}
+
+// serve starts `kdelay serve` and waits until it prints that it is ready.
+func (e *e2e) serve() *process {
+	t := e.t
+	t.Helper()
+	s := &process{cmd: e.command(e.serveArgs()...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start kdelay serve: %v", err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		select {
+		case <-s.exited:
+		default:
+			_ = s.cmd.Process.Kill()
+			<-s.exited
+		}
+		if t.Failed() || os.Getenv("KDELAY_TEST_LOG") != "" {
+			t.Logf("kdelay serve printed:\n%s", s.out)
+		}
+	})
+	select {
+	case s.brokers = <-s.out.ready:
+	case <-s.exited:
+		t.Fatalf("kdelay serve exited before it was ready (%v):\n%s", s.err, s.out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kdelay serve not ready after 30s:\n%s", s.out)
+	}
+	e.waitConsuming(s.brokers)
+	return s
+}
+
+// eventually polls cond until it holds or the deadline passes.
+func eventually(deadline time.Duration, cond func() bool) bool {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	timeout := time.After(deadline)
+	for !cond() {
+		select {
+		case <-tick.C:
+		case <-timeout:
+			return cond()
+		}
+	}
+	return true
+}
+
+// waitConsuming waits until every forwarder has joined its consumer group,
+// so that what the tests measure is kdelay's lateness, not that of the
+// first rebalance.
+func (e *e2e) waitConsuming(brokers string) {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	groups := []string{e.group + ".ingress", e.group + ".level.1s", e.group + ".level.2s", e.group + ".level.5s"}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var described kadm.DescribedGroups
+	stable := eventually(30*time.Second, func() bool {
+		described, err = kadm.NewClient(cl).DescribeGroups(ctx, groups...)
+		ok := err == nil && len(described) == len(groups)
+		for _, g := range described {
+			ok = ok && g.Err == nil && g.State == "Stable" && len(g.Members) > 0
+		}
+		return ok
+	})
+	if !stable {
+		e.t.Fatalf("kdelay's groups %v not all stable after 30s: %v %+v", groups, err, described)
+	}
+}
+
+// process is a running `kdelay serve`.
+type process struct {
+	cmd     *exec.Cmd
+	out     *output
+	brokers string // as printed when ready: where to connect
+	exited  chan struct{}
+	err     error // from Wait, once exited is closed
+}
+
+// stop sends SIGTERM and waits for the process to exit.
+func (s *process) stop(t *testing.T) (code int, took time.Duration) {
+	t.Helper()
+	start := time.Now()
+	if err := s.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatalf("SIGTERM: %v", err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kdelay serve still running 30s after SIGTERM")
+	}
+	return s.cmd.ProcessState.ExitCode(), time.Since(start)
+}
+
+// readyLine is what serve prints once it forwards, with where to connect.
+var readyLine = regexp.MustCompile(`kdelay is ready: (?:embedded Kafka broker at|forwarding on brokers) (\S+)`)
+
+// output keeps what a process prints and, for serve, reports the broker
+// address on ready once the ready line appears.
+type output struct {
+	mu    sync.Mutex
+	buf   bytes.Buffer
+	ready chan string
+	seen  bool
+}
+
+func (o *output) Write(b []byte) (int, error) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.buf.Write(b)
+	if m := readyLine.FindSubmatch(o.buf.Bytes()); m != nil && o.ready != nil && !o.seen {
+		o.seen = true
+		o.ready <- string(m[1])
+	}
+	return len(b), nil
+}
+
+func (o *output) String() string {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.buf.String()
+}
+
+// arrival is a record read from a topic and when it was read.
+type arrival struct {
+	*kgo.Record
+	at time.Time
+}
+
+// consume reads topic from its start until done says so or the deadline
+// passes, and returns what arrived.
+func consume(t *testing.T, brokers, topic string, deadline time.Duration, done func([]arrival) bool) []arrival {
+	t.Helper()
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(strings.Split(brokers, ",")...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		kgo.FetchMaxWait(100*time.Millisecond),
+		kgo.MetadataMinAge(250*time.Millisecond), // see a target topic soon after it is created
+	)
+	if err != nil {
+		t.Fatalf("consumer: %v", err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), deadline)
+	defer cancel()
+	var got []arrival
+	for !done(got) && ctx.Err() == nil {
+		got = append(got, poll(t, ctx, cl)...)
+	}
+	return got
+}
+
+// poll waits a moment for records, so that consume's done func also runs
+// while nothing arrives.
+func poll(t *testing.T, ctx context.Context, cl *kgo.Client) []arrival {
+	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
+	defer cancel()
+	fetches := cl.PollFetches(ctx)
+	now := time.Now()
+	fetches.EachError(func(topic string, p int32, err error) {
+		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
+			t.Logf("consume %s/%d: %v", topic, p, err)
+		}
+	})
+	var got []arrival
+	fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
+	return got
+}
+
+// values are the distinct record values among arrivals, with how often
+// each arrived.
+func values(got []arrival) map[string]int {
+	n := map[string]int{}
+	for _, a := range got {
+		n[string(a.Value)]++
+	}
+	return n
+}
+
+// all is a done func for consume: every value in want arrived.
+func all(want []string) func([]arrival) bool {
+	return func(got []arrival) bool {
+		seen := values(got)
+		for _, v := range want {
+			if seen[v] == 0 {
+				return false
+			}
+		}
+		return true
+	}
+}
+
+// settled wraps done to also wait until nothing arrived for quiet, so that
+// a duplicate would have shown up.
+func settled(done func([]arrival) bool, quiet time.Duration) func([]arrival) bool {
+	return func(got []arrival) bool {
+		return done(got) && (len(got) == 0 || time.Since(got[len(got)-1].at) >= quiet)
+	}
+}
+
+func headerOf(r *kgo.Record, name string) string {
+	v, _ := header(r, name)
+	return v
+}
+
+func place(r *kgo.Record) string { return fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset) }

@@ -1,0 +1,90 @@
+// Command kdelay gives Apache Kafka delayed delivery: records written to
+// kdelay.ingress with a kdelay-target and a kdelay-delay (or
+// kdelay-deliver-at) header reach their target topic when due.
+//
+//	kdelay serve                          # run kdelay, with an embedded broker unless --brokers is set
+//	kdelay send --target T --delay 90s V  # write one delayed record to the ingress
+//	kdelay tail T                         # print records as they reach a topic
+//
+// Settings come from flags, KDELAY_* environment variables and a YAML file
+// (--config); `kdelay serve --help` lists them.
+//
+// Exit status: 0 after a clean shutdown (SIGINT or SIGTERM), 1 when kdelay
+// fails while running, 2 for a mistake in the command line or configuration.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/spf13/cobra"
+)
+
+func main() {
+	// The first SIGINT or SIGTERM cancels ctx and starts a clean shutdown;
+	// once ctx is done the handler is removed, so a second one kills at once.
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	context.AfterFunc(ctx, stop)
+	err := newRoot().ExecuteContext(ctx)
+	stop()
+	os.Exit(exitCode(err, os.Stderr))
+}
+
+func newRoot() *cobra.Command {
+	root := &cobra.Command{
+		Use:           "kdelay",
+		Short:         "Delayed delivery for Apache Kafka with RocketMQ-style delay levels",
+		Version:       version(),
+		Args:          usageArgs(cobra.NoArgs),
+		SilenceErrors: true, // exitCode prints them
+		SilenceUsage:  true, // a runtime failure is not a usage mistake
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			_ = cmd.Help()
+			return usageError{errors.New("name a command: serve, send or tail")}
+		},
+	}
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	root.AddCommand(newServe(), newSend(), newTail(), newVersion())
+	return root
+}
+
+// usageError is a mistake in the command line or the configuration: nothing
+// was started, and the user has to change what they typed.
+type usageError struct{ err error }
+
+func (e usageError) Error() string { return e.err.Error() }
+func (e usageError) Unwrap() error { return e.err }
+
+// usageArgs marks a failed argument check as a usage mistake.
+func usageArgs(check cobra.PositionalArgs) cobra.PositionalArgs {
+	return func(cmd *cobra.Command, args []string) error {
+		if err := check(cmd, args); err != nil {
+			return usageError{err}
+		}
+		return nil
+	}
+}
+
+// exitCode prints err, if any, and returns the process's exit status.
+func exitCode(err error, stderr io.Writer) int {
+	if err == nil {
+		return 0
+	}
+	// errors.Join gives one problem per line: list them under one heading.
+	if msg := err.Error(); strings.Contains(msg, "\n") {
+		fmt.Fprintf(stderr, "kdelay:\n  %s\n", strings.ReplaceAll(msg, "\n", "\n  "))
+	} else {
+		fmt.Fprintf(stderr, "kdelay: %s\n", msg)
+	}
+	if errors.As(err, new(usageError)) {
+		fmt.Fprintln(stderr, "Run 'kdelay --help' or 'kdelay <command> --help' for usage.")
+		return 2
+	}
+	return 1
+}

@@ -1,0 +1,73 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestExitCodes(t *testing.T) {
+	t.Parallel()
+	bin, dir := binary(t), t.TempDir()
+	busy, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { busy.Close() })
+	typo := filepath.Join(dir, "typo.yaml")
+	if err := os.WriteFile(typo, []byte("chek-interval: 50ms\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
+	tests := []struct {
+		name string
+		args []string
+		code int
+		want string // in the output
+	}{
+		{"bad setting", []string{"serve", "--check-interval", "10x"}, 2,
+			`check-interval: "10x" is not a Go duration such as 100ms (from --check-interval)`},
+		{"misspelt key in the config file", []string{"serve", "--config", typo}, 2,
+			`unknown key "chek-interval"; did you mean "check-interval"?`},
+		{"unknown flag", []string{"serve", "--chek-interval", "1s"}, 2, "unknown flag: --chek-interval"},
+		{"unknown command", []string{"serv"}, 2, `unknown command "serv" for "kdelay"`},
+		{"no command", nil, 2, "name a command: serve, send or tail"},
+		{"send without a delay", []string{"send", "--target", "orders", "hello"}, 2, "set exactly one of --delay (e.g. 90s) and --at"},
+		{"send with a delay and a time", []string{"send", "--target", "orders", "--delay", "1s", "--at", "1", "hello"}, 2, "set exactly one of --delay"},
+		{"send without a value", []string{"send", "--target", "orders", "--delay", "1s"}, 2, "accepts 1 arg(s), received 0"},
+		{"tail without a topic", []string{"tail"}, 2, "accepts 1 arg(s), received 0"},
+		{"listen address in use", []string{"serve", "--listen", busy.Addr().String(), "--data-dir", filepath.Join(dir, "data")}, 1,
+			"listen: " + busy.Addr().String() + " is already in use, by another kdelay or a Kafka broker: pick a free address with --listen"},
+		{"version", []string{"version"}, 0, "kdelay "},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			cmd := command(bin, dir, tt.args...)
+			cmd.Stdout, cmd.Stderr = &out, &out
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			// None of these starts kdelay for good; if one does, stop it.
+			defer time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() }).Stop()
+			err := cmd.Wait()
+			var exit *exec.ExitError
+			code := 0
+			if errors.As(err, &exit) {
+				code = exit.ExitCode()
+			} else if err != nil {
+				t.Fatal(err)
+			}
+			if code != tt.code || !strings.Contains(out.String(), tt.want) {
+				t.Errorf("kdelay %s: exit %d, printed:\n%s\nwant exit %d and %q", strings.Join(tt.args, " "), code, out.String(), tt.code, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,202 @@
+package main
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/config"
+)
+
+// sendTimeout bounds how long send waits for the broker to acknowledge.
+const sendTimeout = 15 * time.Second
+
+// sendFlags are what `kdelay send` puts on the record besides its value.
+type sendFlags struct {
+	target, delay, at, key, id string
+	keySet                     bool
+	headers                    []string
+}
+
+func newSend() *cobra.Command {
+	var f sendFlags
+	cmd := &cobra.Command{
+		Use:   "send --target TOPIC (--delay D | --at TIME) [--key K] [--header k=v]... VALUE",
+		Short: "Write one delayed record to the ingress topic; print its id and due time",
+		Long: `Write one record to <topic-prefix>.ingress with kdelay's headers, exactly as any
+producer would, wait for the broker to acknowledge it, and print the id kdelay
+gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
+		Example: `  kdelay send --target orders --delay 90s '{"order": 42}'
+  kdelay send --target orders --at 2026-11-22T08:00:00Z --key 42 --header source=cli reminder`,
+		Args: usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(cmd.Flags(), os.Environ())
+			if err != nil {
+				return usageError{err}
+			}
+			f.keySet = cmd.Flags().Changed("key")
+			ingress := kdelay.Topics{Prefix: cfg.TopicPrefix}.Ingress()
+			r, due, err := f.record(ingress, args[0], time.Now())
+			if err != nil {
+				return usageError{err}
+			}
+			return send(cmd.Context(), cfg.Seeds(), r, due, cmd.OutOrStdout())
+		},
+	}
+	fl := cmd.Flags()
+	fl.StringVar(&f.target, "target", "", "topic to deliver the record to (required)")
+	fl.StringVar(&f.delay, "delay", "", "delay from now: a Go duration (90s, 1h30m) or milliseconds")
+	fl.StringVar(&f.at, "at", "", "due time: RFC 3339 (2026-11-22T08:00:00Z) or unix epoch milliseconds")
+	fl.StringVar(&f.key, "key", "", "record key")
+	fl.StringVar(&f.id, "id", "", "id consumers dedupe by (default: the ingress record's topic/partition/offset)")
+	fl.StringArrayVar(&f.headers, "header", nil, "header name=value to deliver with the record; repeatable")
+	config.AddClientFlags(fl)
+	return cmd
+}
+
+// record builds the ingress record and its due time. Its timestamp is set
+// here, to the millisecond Kafka keeps, because a delay counts from it.
+func (f sendFlags) record(ingress, value string, now time.Time) (*kgo.Record, time.Time, error) {
+	now = now.Truncate(time.Millisecond)
+	if f.target == "" {
+		return nil, time.Time{}, errors.New("--target is required: name the topic to deliver the record to")
+	}
+	due, when, err := f.due(now)
+	if err != nil {
+		return nil, time.Time{}, err
+	}
+	r := &kgo.Record{Topic: ingress, Value: []byte(value), Timestamp: now}
+	if f.keySet {
+		r.Key = []byte(f.key)
+	}
+	for _, h := range f.headers {
+		name, v, ok := strings.Cut(h, "=")
+		switch {
+		case !ok || name == "":
+			return nil, time.Time{}, fmt.Errorf("--header %q is not name=value", h)
+		case isRouting(name):
+			return nil, time.Time{}, fmt.Errorf("--header %s: set it with --target, --delay, --at or --id instead", name)
+		}
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: name, Value: []byte(v)})
+	}
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderTarget, Value: []byte(f.target)}, when)
+	if f.id != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderID, Value: []byte(f.id)})
+	}
+	return r, due, nil
+}
+
+// due checks --delay or --at and returns the due time and the header that
+// says it, with the value as the user wrote it: kdelay reads the same forms.
+func (f sendFlags) due(now time.Time) (time.Time, kgo.RecordHeader, error) {
+	switch {
+	case (f.delay == "") == (f.at == ""):
+		return time.Time{}, kgo.RecordHeader{}, errors.New("set exactly one of --delay (e.g. 90s) and --at (e.g. 2026-11-22T08:00:00Z)")
+	case f.delay != "":
+		d, err := parseDelay(f.delay)
+		if err != nil {
+			return time.Time{}, kgo.RecordHeader{}, err
+		}
+		return ceilMillis(now.Add(d)), kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte(f.delay)}, nil
+	default:
+		at, err := parseAt(f.at)
+		if err != nil {
+			return time.Time{}, kgo.RecordHeader{}, fmt.Errorf("--at %q is neither RFC 3339 such as 2026-11-22T08:00:00Z nor unix epoch milliseconds", f.at)
+		}
+		return ceilMillis(at), kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(f.at)}, nil
+	}
+}
+
+// parseDelay reads a delay as kdelay does: milliseconds or a Go duration.
+func parseDelay(s string) (time.Duration, error) {
+	d, err := time.ParseDuration(s)
+	if ms, msErr := strconv.ParseInt(s, 10, 64); msErr == nil {
+		d, err = time.Duration(ms)*time.Millisecond, nil
+	}
+	switch {
+	case err != nil:
+		return 0, fmt.Errorf("--delay %q is neither a Go duration such as 90s or 1h30m nor milliseconds", s)
+	case d < 0:
+		return 0, fmt.Errorf("--delay %s is negative; use 0 or more, or --at for a time", s)
+	}
+	return d, nil
+}
+
+// parseAt reads a time as kdelay does: unix epoch milliseconds or RFC 3339.
+func parseAt(s string) (time.Time, error) {
+	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
+		return time.UnixMilli(ms), nil
+	}
+	return time.Parse(time.RFC3339Nano, s)
+}
+
+// ceilMillis rounds up to the millisecond, as kdelay does with due times.
+func ceilMillis(t time.Time) time.Time {
+	if tr := t.Truncate(time.Millisecond); !tr.Equal(t) {
+		return tr.Add(time.Millisecond)
+	}
+	return t
+}
+
+func isRouting(name string) bool {
+	switch name {
+	case kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID:
+		return true
+	}
+	return false
+}
+
+// send produces r, waits for the acknowledgement and prints the record's id
+// and due time.
+func send(ctx context.Context, seeds []string, r *kgo.Record, due time.Time, out io.Writer) error {
+	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
+	defer cancel()
+	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		return sendFailed(err, r.Topic, seeds)
+	}
+	id, _ := header(r, kdelay.HeaderID)
+	id = cmp.Or(id, fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset))
+	fmt.Fprintf(out, "id=%s due=%s in=%s\n", id, due.UTC().Format(timeFormat), max(time.Until(due), 0).Round(time.Millisecond))
+	return nil
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+func sendFailed(err error, topic string, seeds []string) error {
+	brokers := strings.Join(seeds, ",")
+	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		return fmt.Errorf("no broker at %s acknowledged the record within %s: start kdelay serve, or point --brokers at your Kafka", brokers, sendTimeout)
+	case errors.Is(err, context.Canceled):
+		return errors.New("interrupted before the broker acknowledged the record: it may or may not have been written")
+	case errors.Is(err, kerr.UnknownTopicOrPartition):
+		return fmt.Errorf("topic %s does not exist on %s: start kdelay serve first (it creates its topics), or check --topic-prefix", topic, brokers)
+	}
+	return fmt.Errorf("send to %s on %s: %w", topic, brokers, err)
+}
+
+// header returns the value of the first header called name.
+func header(r *kgo.Record, name string) (string, bool) {
+	for _, h := range r.Headers {
+		if h.Key == name {
+			return string(h.Value), true
+		}
+	}
+	return "", false
+}

@@ -1,0 +1,88 @@
+package main
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kdelay/kdelay"
+)
+
+func TestSendRecord(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 11, 22, 8, 0, 0, 123_456_789, time.UTC) // Kafka keeps 123ms of it
+	kept := now.Truncate(time.Millisecond)
+	tests := []struct {
+		name    string
+		flags   sendFlags
+		due     time.Time
+		headers []string
+	}{
+		{"delay in milliseconds", sendFlags{target: "orders", delay: "1500"}, kept.Add(1500 * time.Millisecond),
+			[]string{"kdelay-target=orders", "kdelay-delay=1500"}},
+		{"delay as a Go duration", sendFlags{target: "orders", delay: "1m30s"}, kept.Add(90 * time.Second),
+			[]string{"kdelay-target=orders", "kdelay-delay=1m30s"}},
+		{"sub-millisecond delay rounds the due time up", sendFlags{target: "orders", delay: "1.5ms"}, kept.Add(2 * time.Millisecond),
+			[]string{"kdelay-target=orders", "kdelay-delay=1.5ms"}},
+		{"time in epoch milliseconds", sendFlags{target: "orders", at: "1795334400000"}, time.UnixMilli(1795334400000),
+			[]string{"kdelay-target=orders", "kdelay-deliver-at=1795334400000"}},
+		{"time in RFC 3339", sendFlags{target: "orders", at: "2026-11-22T09:00:00Z"}, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC),
+			[]string{"kdelay-target=orders", "kdelay-deliver-at=2026-11-22T09:00:00Z"}},
+		{"user headers first, in order, then id", sendFlags{target: "orders", delay: "0", id: "order-42", headers: []string{"b=2", "a=1=one", "b=3"}}, kept,
+			[]string{"b=2", "a=1=one", "b=3", "kdelay-target=orders", "kdelay-delay=0", "kdelay-id=order-42"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, due, err := tt.flags.record("kdelay.ingress", "hello", now)
+			if err != nil {
+				t.Fatalf("record: %v", err)
+			}
+			var headers []string
+			for _, h := range r.Headers {
+				headers = append(headers, h.Key+"="+string(h.Value))
+			}
+			if !due.Equal(tt.due) || !slices.Equal(headers, tt.headers) || !r.Timestamp.Equal(kept) || r.Topic != "kdelay.ingress" {
+				t.Errorf("got due %s, headers %q, timestamp %s, topic %s\nwant due %s, headers %q, timestamp %s, topic kdelay.ingress",
+					due, headers, r.Timestamp, r.Topic, tt.due, tt.headers, kept)
+			}
+		})
+	}
+
+	t.Run("key only when given", func(t *testing.T) {
+		t.Parallel()
+		without, _, _ := sendFlags{target: "orders", delay: "1s"}.record("kdelay.ingress", "v", now)
+		empty, _, _ := sendFlags{target: "orders", delay: "1s", keySet: true}.record("kdelay.ingress", "v", now)
+		if without.Key != nil || empty.Key == nil {
+			t.Errorf("got keys %q and %q, want null without --key and empty with --key ''", without.Key, empty.Key)
+		}
+	})
+}
+
+func TestSendRecordErrors(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name  string
+		flags sendFlags
+		want  string
+	}{
+		{"no target", sendFlags{delay: "1s"}, "--target is required"},
+		{"neither delay nor time", sendFlags{target: "orders"}, "set exactly one of --delay"},
+		{"both delay and time", sendFlags{target: "orders", delay: "1s", at: "1"}, "set exactly one of --delay"},
+		{"bad delay", sendFlags{target: "orders", delay: "soon"}, `--delay "soon" is neither a Go duration such as 90s or 1h30m nor milliseconds`},
+		{"negative delay", sendFlags{target: "orders", delay: "-1s"}, "--delay -1s is negative; use 0 or more, or --at for a time"},
+		{"bad time", sendFlags{target: "orders", at: "tomorrow"}, `--at "tomorrow" is neither RFC 3339`},
+		{"header without value", sendFlags{target: "orders", delay: "1s", headers: []string{"trace"}}, `--header "trace" is not name=value`},
+		{"routing header", sendFlags{target: "orders", delay: "1s", headers: []string{kdelay.HeaderID + "=x"}}, "--header kdelay-id: set it with --target, --delay, --at or --id instead"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			_, _, err := tt.flags.record("kdelay.ingress", "hello", time.Now())
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("got error %v, want %q", err, tt.want)
+			}
+		})
+	}
+}

@@ -1,0 +1,154 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+func newServe() *cobra.Command {
+	cmd := &cobra.Command{
+		Use:   "serve",
+		Short: "Run kdelay: deliver records from the ingress topic to their targets when due",
+		Long: `Run kdelay: deliver records written to <topic-prefix>.ingress to their kdelay-target
+topic when due, never before.
+
+With no --brokers, kdelay runs an embedded single-node Kafka broker on --listen and
+keeps its data in --data-dir, so pending records survive a restart.
+
+Every flag can also be set as a KDELAY_* environment variable (--check-interval is
+KDELAY_CHECK_INTERVAL) or as a key in the YAML file named by --config
+(check-interval: 100ms). Flags override the environment, which overrides the file.
+
+SIGINT or SIGTERM stops kdelay cleanly: it finishes what is in flight, commits and
+exits 0.`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := config.Load(cmd.Flags(), os.Environ())
+			if err != nil {
+				return usageError{err}
+			}
+			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+		},
+	}
+	cmd.Flags().SortFlags = false // in the order of the README
+	config.AddFlags(cmd.Flags())
+	return cmd
+}
+
+// serve runs kdelay until ctx ends. Shutdown goes in this order: ctx ends,
+// every forwarder stops fetching, waits for its in-flight produces, commits
+// and leaves its group; then the embedded broker closes and writes its state
+// to data-dir. The broker closes last so that the forwarders can commit.
+func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
+	log, kafkaLog := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
+	if cfg.File != "" {
+		log.Info("config_loaded", "file", cfg.File)
+	}
+	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
+	if !cfg.Embedded() {
+		return s.forward(ctx, cfg.Brokers)
+	}
+	cluster, err := startBroker(cfg, kafkaLog)
+	if err != nil {
+		return err
+	}
+	// A development broker creates target topics on first use; kdelay's
+	// client has to ask for that in its metadata requests.
+	err = s.forward(ctx, cluster.ListenAddrs(), kgo.AllowAutoTopicCreation())
+	cluster.Close()
+	log.Info("embedded_broker_closed", "data_dir", cfg.DataDir)
+	return err
+}
+
+// server is what one `kdelay serve` runs with.
+type server struct {
+	cfg           config.Config
+	log, kafkaLog *slog.Logger
+	stderr        io.Writer
+}
+
+// forward runs the forwarder on brokers until ctx ends, and prints how to
+// use kdelay once it is ready.
+func (s server) forward(ctx context.Context, brokers []string, opts ...kgo.Opt) error {
+	f, err := forwarder.New(s.forwarderConfig(brokers, opts))
+	if err != nil {
+		return usageError{err}
+	}
+	defer context.AfterFunc(ctx, func() { s.log.Info("shutting_down") })()
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	select {
+	case <-f.Ready():
+		printHowTo(s.stderr, s.cfg, brokers)
+	case err := <-done:
+		return stopped(ctx, err)
+	}
+	return stopped(ctx, <-done)
+}
+
+// stopped is nil for a shutdown: a signal during start-up cancels whatever
+// the forwarder was doing, and that is not a failure.
+func stopped(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (s server) forwarderConfig(brokers []string, opts []kgo.Opt) forwarder.Config {
+	cfg := s.cfg
+	return forwarder.Config{
+		Brokers:           brokers,
+		Topics:            kdelay.Topics{Prefix: cfg.TopicPrefix},
+		Levels:            cfg.Levels,
+		Group:             cfg.Group,
+		Mode:              forwarder.Mode(cfg.Mode),
+		CheckInterval:     cfg.CheckInterval,
+		FetchMaxWait:      cfg.FetchMaxWait,
+		MaxDelay:          cfg.MaxDelay,
+		CommitInterval:    cfg.CommitInterval,
+		ShutdownTimeout:   cfg.ShutdownTimeout,
+		Partitions:        cfg.Partitions,
+		ReplicationFactor: cfg.ReplicationFactor,
+		Retention:         cfg.Retention,
+		RetentionHeadroom: cfg.RetentionHeadroom,
+		ClientOpts:        append([]kgo.Opt{kgo.WithLogger(kslog.New(s.kafkaLog))}, opts...),
+		Logger:            s.log,
+	}
+}
+
+// printHowTo tells a person who just started kdelay how to use it.
+func printHowTo(w io.Writer, cfg config.Config, brokers []string) {
+	addr := strings.Join(brokers, ",")
+	ingress := kdelay.Topics{Prefix: cfg.TopicPrefix}.Ingress()
+	if cfg.Embedded() {
+		fmt.Fprintf(w, "kdelay is ready: embedded Kafka broker at %s (data in %s)\n", addr, cfg.DataDir)
+	} else {
+		fmt.Fprintf(w, "kdelay is ready: forwarding on brokers %s\n", addr)
+	}
+	var flags string
+	if !cfg.Embedded() || addr != config.DefaultListen {
+		flags += " --brokers " + addr
+	}
+	if cfg.TopicPrefix != kdelay.DefaultPrefix {
+		flags += " --topic-prefix " + cfg.TopicPrefix
+	}
+	fmt.Fprintf(w, "Write records to %s with a %s header and a %s (or %s) header:\n",
+		ingress, kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt)
+	fmt.Fprintf(w, "  echo hello | kcat -P -b %s -t %s -H %s=orders -H %s=90s\n", addr, ingress, kdelay.HeaderTarget, kdelay.HeaderDelay)
+	fmt.Fprintf(w, "  kdelay send%s --target orders --delay 90s hello\n", flags)
+	fmt.Fprintf(w, "Watch them arrive:\n  kdelay tail%s orders\n", flags)
+}

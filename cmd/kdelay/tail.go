@@ -1,0 +1,149 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/config"
+)
+
+func newTail() *cobra.Command {
+	var fromBeginning bool
+	cmd := &cobra.Command{
+		Use:   "tail TOPIC",
+		Short: "Print records as they reach a topic, with how late each is",
+		Long: `Print each record that reaches TOPIC on one line: arrival time, partition/offset,
+lateness against its kdelay-deliver-at header ("late 2.3ms", "EARLY 5ms", or "-"
+without the header), key, value and headers. Stop with Ctrl-C.
+
+Without --from-beginning it prints records written from now on, including those of
+partitions or a topic created later.`,
+		Example: "  kdelay tail orders\n  kdelay tail --from-beginning kdelay.dlq",
+		Args:    usageArgs(cobra.ExactArgs(1)),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			cfg, err := config.Load(cmd.Flags(), os.Environ())
+			if err != nil {
+				return usageError{err}
+			}
+			start := kgo.NewOffset().AfterMilli(time.Now().UnixMilli())
+			if fromBeginning {
+				start = kgo.NewOffset().AtStart()
+			}
+			return tail(cmd.Context(), cfg.Seeds(), args[0], start, cmd.OutOrStdout())
+		},
+	}
+	cmd.Flags().BoolVar(&fromBeginning, "from-beginning", false, "print the records already in the topic first")
+	config.AddClientFlags(cmd.Flags())
+	return cmd
+}
+
+// tail prints the records of topic from start until ctx ends.
+func tail(ctx context.Context, seeds []string, topic string, start kgo.Offset, out io.Writer) error {
+	cl, err := kgo.NewClient(
+		kgo.SeedBrokers(seeds...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(start),
+		// Notice a topic created after tail started within a second.
+		kgo.MetadataMinAge(time.Second),
+	)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	for {
+		fetches := cl.PollFetches(ctx)
+		now := time.Now()
+		if ctx.Err() != nil {
+			return nil
+		}
+		if err := fatal(fetches); err != nil {
+			return err
+		}
+		fetches.EachRecord(func(r *kgo.Record) { fmt.Fprintln(out, line(r, now)) })
+	}
+}
+
+// fatal is the first error that stops tail; the client retries the others.
+func fatal(fetches kgo.Fetches) error {
+	if fetches.IsClientClosed() {
+		return errors.New("kafka client closed")
+	}
+	var err error
+	fetches.EachError(func(topic string, p int32, e error) {
+		if err == nil && !errors.Is(e, context.Canceled) {
+			err = fmt.Errorf("consume %s/%d: %w", topic, p, e)
+		}
+	})
+	return err
+}
+
+// line is one record as tail prints it:
+//
+//	11:30:01.503  0/17  late 2.3ms  key="k"  value="hello"  trace=1 kdelay-id=kdelay.ingress/0/5
+func line(r *kgo.Record, arrived time.Time) string {
+	hs := make([]string, 0, len(r.Headers))
+	for _, h := range r.Headers {
+		hs = append(hs, h.Key+"="+quoteIfNeeded(h.Value))
+	}
+	return fmt.Sprintf("%s  %d/%d  %-12s  key=%s  value=%s  %s",
+		arrived.Format("15:04:05.000"), r.Partition, r.Offset, lateness(r, arrived),
+		quote(r.Key), quote(r.Value), strings.Join(hs, " "))
+}
+
+// lateness compares the arrival with kdelay-deliver-at.
+func lateness(r *kgo.Record, arrived time.Time) string {
+	v, ok := header(r, kdelay.HeaderDeliverAt)
+	if !ok {
+		return "-"
+	}
+	due, err := parseAt(v)
+	if err != nil {
+		return "-"
+	}
+	late := arrived.Sub(due)
+	if late < 0 {
+		return "EARLY " + short(-late)
+	}
+	return "late " + short(late)
+}
+
+// short rounds d to about three significant digits: 2.3ms, 1.24s.
+func short(d time.Duration) string {
+	switch {
+	case d < time.Millisecond:
+		return d.Round(time.Microsecond).String()
+	case d < time.Second:
+		return d.Round(100 * time.Microsecond).String()
+	default:
+		return d.Round(10 * time.Millisecond).String()
+	}
+}
+
+// quote writes a key or value so that it stays on one line; "-" for null.
+func quote(b []byte) string {
+	if b == nil {
+		return "-"
+	}
+	return strconv.Quote(string(b))
+}
+
+// quoteIfNeeded quotes a header value only when it has spaces or characters
+// that do not print.
+func quoteIfNeeded(b []byte) string {
+	s := string(b)
+	if s != "" && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) || unicode.IsSpace(r) || r == '"' }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}

@@ -1,0 +1,212 @@
+// Package config loads kdelay's settings from a YAML file, KDELAY_*
+// environment variables and command-line flags, and checks all of them
+// before anything starts.
+//
+// Every setting has one flat, hyphenated name used everywhere:
+//
+//	check-interval: 100ms              # YAML file (--config kdelay.yaml)
+//	KDELAY_CHECK_INTERVAL=100ms        # environment
+//	--check-interval 100ms             # flag
+//
+// A flag overrides the environment, which overrides the file, which overrides
+// the default. Lists are YAML lists in the file and comma-separated text
+// elsewhere; durations are Go durations. Only package main imports config:
+// it maps a Config onto each component's own Config.
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/knadh/koanf/parsers/yaml"
+	"github.com/knadh/koanf/providers/confmap"
+	"github.com/knadh/koanf/providers/env/v2"
+	"github.com/knadh/koanf/providers/file"
+	"github.com/knadh/koanf/providers/posflag"
+	"github.com/knadh/koanf/v2"
+	"github.com/spf13/pflag"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+const (
+	// EnvPrefix starts the environment variable of every setting.
+	EnvPrefix = "KDELAY_"
+
+	// FlagConfig is the flag naming the YAML file; EnvConfig is its
+	// environment variable, read when the flag is not given.
+	FlagConfig = "config"
+	EnvConfig  = EnvPrefix + "CONFIG"
+
+	// DefaultListen is where the embedded broker listens by default, and so
+	// where send and tail connect with no settings.
+	DefaultListen = "127.0.0.1:9092"
+)
+
+// Config is kdelay's checked configuration. The comment of each field names
+// its key; the defaults are listed by `kdelay serve --help`.
+type Config struct {
+	Brokers           []string      // brokers: seed brokers; empty runs an embedded broker
+	Listen            string        // listen: host:port of the embedded broker
+	DataDir           string        // data-dir: where the embedded broker keeps its data
+	TopicPrefix       string        // topic-prefix
+	Levels            levels.Set    // levels, sorted by delay
+	Partitions        int32         // partitions of created topics
+	ReplicationFactor int16         // replication-factor; -1 for the broker's default
+	Retention         time.Duration // retention
+	RetentionHeadroom time.Duration // retention-headroom
+	Group             string        // group: consumer group prefix
+	Mode              string        // mode: "exact" or "poll"
+	CheckInterval     time.Duration // check-interval
+	FetchMaxWait      time.Duration // fetch-max-wait
+	MaxDelay          time.Duration // max-delay
+	CommitInterval    time.Duration // commit-interval
+	ShutdownTimeout   time.Duration // shutdown-timeout
+	LogLevel          slog.Level    // log-level
+	LogFormat         string        // log-format: "text" or "json"
+
+	File string // the YAML file read, "" when none
+}
+
+// Embedded reports whether no brokers are configured, so kdelay runs its own.
+func (c Config) Embedded() bool { return len(c.Brokers) == 0 }
+
+// Seeds are the brokers a client connects to: the configured ones, or the
+// embedded broker's listen address.
+func (c Config) Seeds() []string {
+	if c.Embedded() {
+		return []string{c.Listen}
+	}
+	return c.Brokers
+}
+
+// Load reads the file named by --config (or KDELAY_CONFIG), the KDELAY_*
+// variables in environ and the flags set in fs, which must have been added
+// by AddFlags or AddClientFlags and parsed. Keys with no flag in fs can still
+// be set by the file and the environment. Every problem found is reported,
+// each naming its key, where the value came from and how to fix it.
+// Environment variables that name no key are ignored.
+func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
+	l := loader{k: koanf.New("."), from: map[string]string{}}
+	if err := l.load(confmap.Provider(defaults(), ""), nil, func(string) string { return "" }); err != nil {
+		return Config{}, err
+	}
+	path := configPath(fs, environ)
+	if path != "" {
+		if err := l.loadFile(path); err != nil {
+			return Config{}, err
+		}
+	}
+	vars := env.Provider(".", env.Opt{Prefix: EnvPrefix, TransformFunc: func(k, v string) (string, any) {
+		return keyOfEnv(k), v
+	}, EnvironFunc: func() []string { return environ }})
+	if err := l.load(vars, nil, envName); err != nil {
+		return Config{}, err
+	}
+	flags := posflag.ProviderWithValue(fs, ".", nil, func(k, v string) (string, any) {
+		if _, ok := lookup(k); !ok {
+			return "", nil
+		}
+		return k, v
+	})
+	if err := l.load(flags, nil, func(k string) string { return "--" + k }); err != nil {
+		return Config{}, err
+	}
+	c, err := l.decode()
+	c.File = path
+	return c, err
+}
+
+// configPath is --config when given, else KDELAY_CONFIG.
+func configPath(fs *pflag.FlagSet, environ []string) string {
+	if f := fs.Lookup(FlagConfig); f != nil && f.Changed {
+		return f.Value.String()
+	}
+	for _, kv := range slices.Backward(environ) {
+		if v, ok := strings.CutPrefix(kv, EnvConfig+"="); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+// loader merges the sources in order of precedence, remembering which one
+// set each key so that an error can say where to fix it.
+type loader struct {
+	k    *koanf.Koanf
+	from map[string]string // key → flag, variable or file that set it; "" for the default
+}
+
+func (l *loader) load(p koanf.Provider, parser koanf.Parser, source func(key string) string) error {
+	layer := koanf.New(".")
+	if err := layer.Load(p, parser); err != nil {
+		return err
+	}
+	return l.merge(layer, source)
+}
+
+func (l *loader) merge(layer *koanf.Koanf, source func(key string) string) error {
+	for _, name := range layer.Keys() {
+		l.from[name] = source(name)
+	}
+	return l.k.Merge(layer)
+}
+
+// loadFile loads the YAML file at path, refusing keys kdelay does not know:
+// a misspelt key would otherwise be ignored and its default used silently.
+func (l *loader) loadFile(path string) error {
+	layer := koanf.New(".")
+	if err := layer.Load(file.Provider(path), yaml.Parser()); err != nil {
+		return fmt.Errorf("config file %s: %w; fix the file or the path given to --%s or %s", path, err, FlagConfig, EnvConfig)
+	}
+	var errs []error
+	for name := range layer.Raw() {
+		if _, ok := lookup(name); !ok {
+			errs = append(errs, fmt.Errorf("config file %s: unknown key %q; %s", path, name, suggest(name)))
+		}
+	}
+	if len(errs) > 0 {
+		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+		return errors.Join(errs...)
+	}
+	return l.merge(layer, func(string) string { return path })
+}
+
+// suggest names the known key closest to a misspelt one.
+func suggest(name string) string {
+	best, bestDist := "", 4 // further than 3 edits is no suggestion
+	for _, k := range keys() {
+		if d := distance(name, k.name); d < bestDist {
+			best, bestDist = k.name, d
+		}
+	}
+	if best == "" {
+		return "remove it; kdelay serve --help lists the keys"
+	}
+	return fmt.Sprintf("did you mean %q?", best)
+}
+
+// distance is the Levenshtein distance between a and b.
+func distance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}

@@ -1,0 +1,242 @@
+package config
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net"
+	"regexp"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// decode turns the merged values into a Config and checks it, collecting
+// every problem rather than stopping at the first.
+func (l *loader) decode() (Config, error) {
+	d := &decoder{loader: l}
+	c := Config{
+		Brokers:           d.brokers(),
+		Listen:            d.listen(),
+		DataDir:           d.text("data-dir"),
+		TopicPrefix:       d.topicPrefix(),
+		Levels:            d.levels(),
+		Partitions:        int32(d.integer("partitions", 1, math.MaxInt32, "use at least 1")),
+		ReplicationFactor: int16(d.replicationFactor()),
+		Retention:         d.duration("retention"),
+		RetentionHeadroom: d.duration("retention-headroom"),
+		Group:             d.nonEmpty("group"),
+		Mode:              d.oneOf("mode", "exact", "poll"),
+		CheckInterval:     d.duration("check-interval"),
+		FetchMaxWait:      d.duration("fetch-max-wait"),
+		MaxDelay:          d.duration("max-delay"),
+		CommitInterval:    d.duration("commit-interval"),
+		ShutdownTimeout:   d.duration("shutdown-timeout"),
+		LogLevel:          d.logLevel(),
+		LogFormat:         d.oneOf("log-format", "text", "json"),
+	}
+	if c.Embedded() && c.DataDir == "" {
+		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
+	}
+	d.crossCheck(c)
+	return c, errors.Join(d.errs...)
+}
+
+// decoder reads typed values, recording each problem with its key and the
+// source of the value.
+type decoder struct {
+	*loader
+	errs []error
+}
+
+func (d *decoder) fail(name, format string, args ...any) {
+	msg := name + ": " + fmt.Sprintf(format, args...)
+	if src := d.from[name]; src != "" {
+		msg += " (from " + src + ")"
+	}
+	d.errs = append(d.errs, errors.New(msg))
+}
+
+// text is a single value as text: YAML numbers and booleans are accepted
+// and read as written.
+func (d *decoder) text(name string) string {
+	switch v := d.k.Get(name).(type) {
+	case nil:
+		return ""
+	case string:
+		return strings.TrimSpace(v)
+	case []any, map[string]any:
+		d.fail(name, "is a list or a map; write a single value")
+		return ""
+	default:
+		return fmt.Sprint(v)
+	}
+}
+
+func (d *decoder) nonEmpty(name string) string {
+	s := d.text(name)
+	if s == "" {
+		d.fail(name, "is empty; set it or leave it out for the default %s", def(name))
+	}
+	return s
+}
+
+// list is a YAML list, or comma-separated text; empty items are dropped.
+func (d *decoder) list(name string) []string {
+	var items []string
+	switch v := d.k.Get(name).(type) {
+	case nil:
+	case []any:
+		for _, item := range v {
+			items = append(items, strings.TrimSpace(fmt.Sprint(item)))
+		}
+	default:
+		items = strings.Split(d.text(name), ",")
+	}
+	var out []string
+	for _, item := range items {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
+}
+
+func (d *decoder) duration(name string) time.Duration {
+	s := d.text(name)
+	v, err := time.ParseDuration(s)
+	switch {
+	case err != nil:
+		d.fail(name, "%q is not a Go duration such as %s", s, def(name))
+	case v <= 0:
+		d.fail(name, "%s is not positive; use a duration such as %s", s, def(name))
+	}
+	return v
+}
+
+func (d *decoder) integer(name string, lo, hi int64, fix string) int64 {
+	s := d.text(name)
+	v, err := strconv.ParseInt(s, 10, 64)
+	switch {
+	case err != nil:
+		d.fail(name, "%q is not a whole number; %s", s, fix)
+	case v < lo || v > hi:
+		d.fail(name, "%d is out of range; %s", v, fix)
+	}
+	return v
+}
+
+func (d *decoder) replicationFactor() int64 {
+	const fix = "use -1 for the broker's default, or 1 or more"
+	v := d.integer("replication-factor", -1, math.MaxInt16, fix)
+	if v == 0 {
+		d.fail("replication-factor", "0 is not a replication factor; %s", fix)
+	}
+	return v
+}
+
+func (d *decoder) oneOf(name string, allowed ...string) string {
+	s := strings.ToLower(d.text(name))
+	for _, a := range allowed {
+		if s == a {
+			return s
+		}
+	}
+	d.fail(name, "%q is not one of %s; use one of them", s, strings.Join(allowed, ", "))
+	return s
+}
+
+func (d *decoder) logLevel() slog.Level {
+	s := d.oneOf("log-level", "debug", "info", "warn", "error")
+	var l slog.Level
+	_ = l.UnmarshalText([]byte(s)) // an unknown level was reported by oneOf
+	return l
+}
+
+func (d *decoder) levels() levels.Set {
+	s, err := levels.Parse(d.list("levels"))
+	if err != nil {
+		d.fail("levels", "%v", err)
+	}
+	return s
+}
+
+func (d *decoder) brokers() []string {
+	brokers := d.list("brokers")
+	for _, b := range brokers {
+		if _, _, err := hostPort(b); err != nil {
+			d.fail("brokers", "%q %v; write each broker as host:port, e.g. kafka1:9092", b, err)
+		}
+	}
+	return brokers
+}
+
+// listen is where the embedded broker listens. The broker advertises this
+// address to clients, so it must be one they can connect to: a wildcard such
+// as 0.0.0.0 would be advertised as is.
+func (d *decoder) listen() string {
+	s := d.text("listen")
+	host, _, err := hostPort(s)
+	switch {
+	case err != nil:
+		d.fail("listen", "%q %v; write host:port, e.g. 127.0.0.1:9092", s, err)
+	case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
+		d.fail("listen", "%q is a wildcard address, which the broker would advertise to clients as is; listen on an address they can reach, e.g. 127.0.0.1:9092 or this host's IP", s)
+	}
+	return s
+}
+
+func hostPort(s string) (host string, port int, err error) {
+	host, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, errors.New("is not host:port")
+	}
+	if host == "" {
+		return "", 0, errors.New("has no host")
+	}
+	port, err = strconv.Atoi(p)
+	if err != nil || port < 0 || port > math.MaxUint16 {
+		return "", 0, errors.New("has no valid port")
+	}
+	return host, port, nil
+}
+
+// Kafka topic names allow these characters, and up to 249 of them; the
+// longest level name still has to fit after the prefix.
+var topicChars = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+
+func (d *decoder) topicPrefix() string {
+	s := d.text("topic-prefix")
+	switch {
+	case !topicChars.MatchString(s):
+		d.fail("topic-prefix", "%q cannot start a Kafka topic name; use letters, digits, '.', '_' and '-'", s)
+	case len(s) > 200:
+		d.fail("topic-prefix", "is %d characters long; use at most 200 so that topic names stay under Kafka's 249", len(s))
+	}
+	return s
+}
+
+// crossCheck checks settings against each other, once each is valid alone:
+// the forwarder repeats these checks, but a mistake is better reported
+// before an embedded broker starts.
+func (d *decoder) crossCheck(c Config) {
+	if len(d.errs) > 0 {
+		return
+	}
+	if need := c.Levels.Largest().Delay + c.RetentionHeadroom; c.Retention < need {
+		d.fail("retention", "%s is shorter than the largest level %s plus retention-headroom %s; use at least %s",
+			c.Retention, c.Levels.Largest().Name, c.RetentionHeadroom, need)
+	}
+	if c.MaxDelay < c.Levels.Smallest().Delay {
+		d.fail("max-delay", "%s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name)
+	}
+}
+
+// def is a key's default, for messages.
+func def(name string) string {
+	k, _ := lookup(name)
+	return k.def
+}

@@ -1,0 +1,127 @@
+package config
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// kind is how a key's value is written: every source gives text (YAML may
+// also give numbers and lists), and decode turns it into the field's type.
+type kind string
+
+const (
+	kindString   kind = "string"
+	kindList     kind = "strings"  // YAML list, or comma-separated
+	kindDuration kind = "duration" // Go duration: 100ms, 1h30m
+	kindInt      kind = "int"
+)
+
+// key is one setting. Its name is the YAML key and the flag; the environment
+// variable is KDELAY_ and the name in upper case with underscores.
+type key struct {
+	name  string
+	kind  kind
+	def   string // the default, written as a user would write it
+	usage string
+}
+
+// keys lists every setting, in the order of --help and of the README.
+func keys() []key {
+	return []key{
+		{"brokers", kindList, "", "Kafka seed brokers, host:port, comma-separated; empty runs an embedded broker"},
+		{"listen", kindString, DefaultListen, "host:port the embedded broker listens on and advertises"},
+		{"data-dir", kindString, "./kdelay-data", "directory where the embedded broker keeps its data, so pending records survive a restart"},
+		{"topic-prefix", kindString, "kdelay", "prefix of kdelay's topics: <prefix>.ingress, <prefix>.level.<delay>, <prefix>.dlq"},
+		{"levels", kindList, strings.Join(levels.DefaultNames, ","), "delay levels, Go durations, comma-separated"},
+		{"partitions", kindInt, "6", "partitions of the topics kdelay creates"},
+		{"replication-factor", kindInt, "-1", "replication factor of the topics kdelay creates; -1 uses the broker's default"},
+		{"retention", kindDuration, "168h", "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
+		{"retention-headroom", kindDuration, "1h", "how much longer than its level a level topic must keep records: how long kdelay may be down"},
+		{"group", kindString, "kdelay", "consumer group prefix; kdelay processes sharing it share the work"},
+		{"mode", kindString, "exact", "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
+		{"check-interval", kindDuration, "100ms", "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
+		{"fetch-max-wait", kindDuration, "500ms", "longest a fetch waits for new records"},
+		{"max-delay", kindDuration, "9600h", "longest delay accepted; longer ones go to the dead-letter topic"},
+		{"commit-interval", kindDuration, "1s", "how often forwarded offsets are committed; a crash repeats at most this much work"},
+		{"shutdown-timeout", kindDuration, "10s", "how long shutdown waits for in-flight produces"},
+		{"log-level", kindString, "info", "debug, info, warn or error"},
+		{"log-format", kindString, "text", "text or json"},
+	}
+}
+
+func lookup(name string) (key, bool) {
+	for _, k := range keys() {
+		if k.name == name {
+			return k, true
+		}
+	}
+	return key{}, false
+}
+
+func defaults() map[string]any {
+	m := map[string]any{}
+	for _, k := range keys() {
+		m[k.name] = k.def
+	}
+	return m
+}
+
+// envName is the environment variable of a key: KDELAY_CHECK_INTERVAL.
+func envName(name string) string {
+	return EnvPrefix + strings.ToUpper(strings.ReplaceAll(name, "-", "_"))
+}
+
+// keyOfEnv is the key an environment variable sets, or "" for none.
+func keyOfEnv(env string) string {
+	name := strings.ToLower(strings.ReplaceAll(strings.TrimPrefix(env, EnvPrefix), "_", "-"))
+	if _, ok := lookup(name); !ok {
+		return ""
+	}
+	return name
+}
+
+// AddFlags adds --config and a flag for every setting to fs. Values are
+// checked by Load, not by the flag parser, so that a bad value reads the same
+// whichever source it came from.
+func AddFlags(fs *pflag.FlagSet) {
+	addFlags(fs, keys())
+}
+
+// AddClientFlags adds --config and the flags that locate kdelay's topics
+// (brokers, listen, topic-prefix): what a command that only produces or
+// consumes needs.
+func AddClientFlags(fs *pflag.FlagSet) {
+	addFlags(fs, slices.DeleteFunc(keys(), func(k key) bool {
+		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix"
+	}))
+}
+
+func addFlags(fs *pflag.FlagSet, ks []key) {
+	fs.String(FlagConfig, "", "YAML file of settings (env "+EnvConfig+"); flags override the environment, which overrides the file")
+	for _, k := range ks {
+		fs.Var(&flagValue{kind: k.kind, s: k.def}, k.name, k.usage)
+	}
+}
+
+// flagValue keeps a flag's text for decode. A list flag given twice appends,
+// as pflag's own list flags do: --brokers a:9092 --brokers b:9092.
+type flagValue struct {
+	kind kind
+	s    string
+	set  bool
+}
+
+func (v *flagValue) String() string { return v.s }
+func (v *flagValue) Type() string   { return string(v.kind) }
+
+func (v *flagValue) Set(s string) error {
+	if v.kind == kindList && v.set {
+		s = v.s + "," + s
+	}
+	v.s, v.set = s, true
+	return nil
+}
