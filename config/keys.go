@@ -95,9 +95,18 @@ func AddFlags(fs *pflag.FlagSet) {
 // (brokers, listen, topic-prefix): what a command that only produces or
 // consumes needs.
 func AddClientFlags(fs *pflag.FlagSet) {
-	addFlags(fs, slices.DeleteFunc(keys(), func(k key) bool {
+	ks := slices.DeleteFunc(keys(), func(k key) bool {
 		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix"
-	}))
+	})
+	for i, k := range ks {
+		switch k.name {
+		case "brokers":
+			ks[i].usage = "Kafka seed brokers, host:port, comma-separated; empty connects to the embedded broker at --listen"
+		case "listen":
+			ks[i].usage = "host:port of kdelay serve's embedded broker, used when --brokers is empty"
+		}
+	}
+	addFlags(fs, ks)
 }
 
 func addFlags(fs *pflag.FlagSet, ks []key) {
