@@ -72,6 +72,10 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
+		// Like any producer, let the broker create a missing target when its
+		// auto.create.topics.enable says so; otherwise the record is refused
+		// and dead-lettered with the reason.
+		kgo.AllowAutoTopicCreation(),
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {

@@ -65,9 +65,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// A development broker creates target topics on first use; kdelay's
-	// client has to ask for that in its metadata requests.
-	err = s.forward(ctx, cluster.ListenAddrs(), kgo.AllowAutoTopicCreation())
+	err = s.forward(ctx, cluster.ListenAddrs())
 	cluster.Close()
 	log.Info("embedded_broker_closed", "data_dir", cfg.DataDir)
 	return err
@@ -82,8 +80,8 @@ type server struct {
 
 // forward runs the forwarder on brokers until ctx ends, and prints how to
 // use kdelay once it is ready.
-func (s server) forward(ctx context.Context, brokers []string, opts ...kgo.Opt) error {
-	f, err := forwarder.New(s.forwarderConfig(brokers, opts))
+func (s server) forward(ctx context.Context, brokers []string) error {
+	f, err := forwarder.New(s.forwarderConfig(brokers))
 	if err != nil {
 		return usageError{err}
 	}
@@ -108,7 +106,7 @@ func stopped(ctx context.Context, err error) error {
 	return err
 }
 
-func (s server) forwarderConfig(brokers []string, opts []kgo.Opt) forwarder.Config {
+func (s server) forwarderConfig(brokers []string) forwarder.Config {
 	cfg := s.cfg
 	return forwarder.Config{
 		Brokers:           brokers,
@@ -125,7 +123,7 @@ func (s server) forwarderConfig(brokers []string, opts []kgo.Opt) forwarder.Conf
 		ReplicationFactor: cfg.ReplicationFactor,
 		Retention:         cfg.Retention,
 		RetentionHeadroom: cfg.RetentionHeadroom,
-		ClientOpts:        append([]kgo.Opt{kgo.WithLogger(kslog.New(s.kafkaLog))}, opts...),
+		ClientOpts:        []kgo.Opt{kgo.WithLogger(kslog.New(s.kafkaLog))},
 		Logger:            s.log,
 	}
 }
