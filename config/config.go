@@ -65,6 +65,7 @@ type Config struct {
 	FetchMaxWait      time.Duration // fetch-max-wait
 	MaxDelay          time.Duration // max-delay
 	CommitInterval    time.Duration // commit-interval
+	SessionTimeout    time.Duration // session-timeout
 	ShutdownTimeout   time.Duration // shutdown-timeout
 	LogLevel          slog.Level    // log-level
 	LogFormat         string        // log-format: "text" or "json"

@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		FetchMaxWait:      500 * time.Millisecond,
 		MaxDelay:          400 * 24 * time.Hour,
 		CommitInterval:    time.Second,
+		SessionTimeout:    45 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
 		LogLevel:          slog.LevelInfo,
 		LogFormat:         "text",

@@ -34,6 +34,7 @@ func (l *loader) decode() (Config, error) {
 		FetchMaxWait:      d.duration("fetch-max-wait"),
 		MaxDelay:          d.duration("max-delay"),
 		CommitInterval:    d.duration("commit-interval"),
+		SessionTimeout:    d.duration("session-timeout"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
 		LogLevel:          d.logLevel(),
 		LogFormat:         d.oneOf("log-format", "text", "json"),

@@ -47,7 +47,8 @@ func keys() []key {
 		{"fetch-max-wait", kindDuration, "500ms", "longest a fetch waits for new records"},
 		{"max-delay", kindDuration, "9600h", "longest delay accepted; longer ones go to the dead-letter topic"},
 		{"commit-interval", kindDuration, "1s", "how often forwarded offsets are committed; a crash repeats at most this much work"},
-		{"shutdown-timeout", kindDuration, "10s", "how long shutdown waits for in-flight produces"},
+		{"session-timeout", kindDuration, "45s", "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
+		{"shutdown-timeout", kindDuration, "10s", "how long shutdown waits for held records and in-flight produces"},
 		{"log-level", kindString, "info", "debug, info, warn or error"},
 		{"log-format", kindString, "text", "text or json"},
 	}

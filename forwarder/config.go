@@ -66,6 +66,12 @@ type Config struct {
 	// re-delivers at most this much work. Default 1s.
 	CommitInterval time.Duration
 
+	// SessionTimeout is how long a consumer group waits for a member that
+	// stopped answering (a crashed or frozen kdelay) before handing its
+	// partitions to the others; their records wait that long. The broker
+	// bounds it (group.min.session.timeout.ms, 6s by default). Default 45s.
+	SessionTimeout time.Duration
+
 	// ShutdownTimeout bounds how long shutdown and a revoke wait for
 	// in-flight produces. Default 10s.
 	ShutdownTimeout time.Duration
@@ -110,6 +116,7 @@ func (c Config) WithDefaults() Config {
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 500*time.Millisecond)
 	c.MaxDelay = cmp.Or(c.MaxDelay, 400*24*time.Hour)
 	c.CommitInterval = cmp.Or(c.CommitInterval, time.Second)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, 45*time.Second)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
 	c.Partitions = cmp.Or(c.Partitions, 6)
 	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, -1)
@@ -134,7 +141,7 @@ func (c Config) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"check-interval": c.CheckInterval, "fetch-max-wait": c.FetchMaxWait, "max-delay": c.MaxDelay,
-		"commit-interval": c.CommitInterval, "shutdown-timeout": c.ShutdownTimeout, "retention-headroom": c.RetentionHeadroom,
+		"commit-interval": c.CommitInterval, "shutdown-timeout": c.ShutdownTimeout, "session-timeout": c.SessionTimeout, "retention-headroom": c.RetentionHeadroom,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s: %s is negative; use a positive duration such as 100ms", name, d))

@@ -118,6 +118,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		FetchMaxWait:      cfg.FetchMaxWait,
 		MaxDelay:          cfg.MaxDelay,
 		CommitInterval:    cfg.CommitInterval,
+		SessionTimeout:    cfg.SessionTimeout,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		Partitions:        cfg.Partitions,
 		ReplicationFactor: cfg.ReplicationFactor,
