@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"os"
 	"math/rand/v2"
 	"strconv"
 	"testing"
@@ -12,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -32,6 +34,9 @@ type bubble struct {
 }
 
 func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
+	if os.Getenv(kafkatest.EnvBrokers) != "" {
+		t.Skip("a controlled-clock test: it runs on kfake in a synctest bubble, whatever " + kafkatest.EnvBrokers + " says")
+	}
 	synctest.Test(t, func(t *testing.T) {
 		var network kfake.VirtualNetwork
 		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(network.Listen))
