@@ -2,8 +2,8 @@ package forwarder
 
 import (
 	"context"
-	"os"
 	"math/rand/v2"
+	"os"
 	"strconv"
 	"testing"
 	"testing/synctest"
