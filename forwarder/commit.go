@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -28,7 +29,11 @@ func (w *worker) commit(ctx context.Context, now time.Time, force bool) {
 	w.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{w.source: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
 			if err != nil {
-				w.log.Warn("commit_failed", "err", err)
+				// Cut short by shutdown, which commits again; otherwise the
+				// next commit carries the same offsets.
+				if !errors.Is(err, context.Canceled) {
+					w.log.Warn("commit_failed", "err", err)
+				}
 				return
 			}
 			w.log.Debug("committed", "offsets", offsets)

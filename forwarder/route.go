@@ -74,8 +74,11 @@ func (w *worker) produce(e *entry) {
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
 		w.acks = append(w.acks, ack{e, err})
-		if err != nil && w.wakeFn != nil {
-			w.wakeFn()
+		if err != nil {
+			w.failed = true
+			if w.wakeFn != nil {
+				w.wakeFn()
+			}
 		}
 	})
 }
@@ -87,6 +90,7 @@ func (w *worker) applyAcks(now time.Time) {
 	w.ackMu.Lock()
 	acks := w.acks
 	w.acks = nil
+	w.failed = false
 	w.ackMu.Unlock()
 	for _, a := range acks {
 		switch e := a.e; {
@@ -96,12 +100,12 @@ func (w *worker) applyAcks(now time.Time) {
 		case errors.Is(a.err, kgo.ErrClientClosed), errors.Is(a.err, context.Canceled):
 			// Shutting down: left uncommitted, the next owner re-reads it.
 		default:
-			w.failed(e, a.err, now)
+			w.retryOrDeadLetter(e, a.err, now)
 		}
 	}
 }
 
-func (w *worker) failed(e *entry, err error, now time.Time) {
+func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
 	if reason, final := refused(e.out, err); final && !e.dead {
 		w.deadLetter(e, reason)
 		return

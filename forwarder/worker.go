@@ -40,6 +40,7 @@ type worker struct {
 	// cancel func of the poll in progress so a failure wakes it.
 	ackMu  sync.Mutex
 	acks   []ack
+	failed bool // an ack in acks is a failure
 	wakeFn context.CancelFunc
 }
 
@@ -106,7 +107,7 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	pctx, cancel := context.WithDeadline(ctx, wake)
 	defer cancel()
 	w.ackMu.Lock()
-	if w.needsLoop() {
+	if w.failed {
 		w.ackMu.Unlock()
 		return nil
 	}
@@ -138,16 +139,6 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	// never races a partition being filled.
 	w.cl.AllowRebalance()
 	return nil
-}
-
-// needsLoop reports whether a failed produce is waiting; ackMu must be held.
-func (w *worker) needsLoop() bool {
-	for _, a := range w.acks {
-		if a.err != nil {
-			return true
-		}
-	}
-	return false
 }
 
 func (w *worker) partition(id int32) *partition {
