@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"os"
+	"path/filepath"
 	"syscall"
 
 	"github.com/twmb/franz-go/pkg/kfake"
@@ -19,12 +21,25 @@ import (
 //
 // Target topics are created on first use, as a development broker should;
 // kdelay creates its own topics itself, with its retention.
-func startBroker(cfg config.Config, log *slog.Logger) (*kfake.Cluster, error) {
+//
+// The data directory is locked for as long as the process lives (the lock
+// goes with it, even on SIGKILL): two brokers writing one directory would
+// corrupt it.
+func startBroker(cfg config.Config, log *slog.Logger) (cluster *kfake.Cluster, unlock func(), err error) {
+	release, err := lockDataDir(cfg.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer func() {
+		if err != nil {
+			release()
+		}
+	}()
 	// kfake always asks for 127.0.0.1 and the port from kfake.Ports; listen
 	// on the configured address instead. The broker advertises the address
 	// it listens on.
 	listen := func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Listen) }
-	cluster, err := kfake.NewCluster(
+	cluster, err = kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.ListenFn(listen),
 		kfake.DataDir(cfg.DataDir),
@@ -34,10 +49,29 @@ func startBroker(cfg config.Config, log *slog.Logger) (*kfake.Cluster, error) {
 	)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return nil, fmt.Errorf("listen: %s is already in use, by another kdelay or a Kafka broker: pick a free address with --listen (e.g. --listen 127.0.0.1:9093), or use the broker there with --brokers %s",
+		return nil, nil, fmt.Errorf("listen: %s is already in use, by another kdelay or a Kafka broker: pick a free address with --listen (e.g. --listen 127.0.0.1:9093), or use the broker there with --brokers %s",
 			cfg.Listen, cfg.Listen)
 	case err != nil:
-		return nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
+		return nil, nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
 	}
-	return cluster, nil
+	return cluster, release, nil
+}
+
+// lockDataDir takes an exclusive lock on dir/kdelay.lock, creating dir.
+func lockDataDir(dir string) (unlock func(), err error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	f, err := os.OpenFile(filepath.Join(dir, "kdelay.lock"), os.O_CREATE|os.O_RDWR, 0o644)
+	if err != nil {
+		return nil, fmt.Errorf("data-dir: %w", err)
+	}
+	if err := syscall.Flock(int(f.Fd()), syscall.LOCK_EX|syscall.LOCK_NB); err != nil {
+		f.Close()
+		if errors.Is(err, syscall.EWOULDBLOCK) {
+			return nil, fmt.Errorf("data-dir: %s is in use by another kdelay serve: stop it, or give this one its own --data-dir", dir)
+		}
+		return nil, fmt.Errorf("data-dir: lock %s: %w", dir, err)
+	}
+	return func() { f.Close() }, nil
 }

@@ -25,6 +25,14 @@ func TestExitCodes(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	// Another serve holds this data directory (the lock is this process's).
+	locked := filepath.Join(dir, "locked")
+	unlock, err := lockDataDir(locked)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(unlock)
+
 	tests := []struct {
 		name string
 		args []string
@@ -44,6 +52,8 @@ func TestExitCodes(t *testing.T) {
 		{"tail without a topic", []string{"tail"}, 2, "accepts 1 arg(s), received 0"},
 		{"listen address in use", []string{"serve", "--listen", busy.Addr().String(), "--data-dir", filepath.Join(dir, "data")}, 1,
 			"listen: " + busy.Addr().String() + " is already in use, by another kdelay or a Kafka broker: pick a free address with --listen"},
+		{"data dir in use", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", locked}, 1,
+			"data-dir: " + locked + " is in use by another kdelay serve: stop it, or give this one its own --data-dir"},
 		{"version", []string{"version"}, 0, "kdelay "},
 	}
 	for _, tt := range tests {

@@ -61,10 +61,11 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	if !cfg.Embedded() {
 		return s.forward(ctx, cfg.Brokers)
 	}
-	cluster, err := startBroker(cfg, kafkaLog)
+	cluster, unlock, err := startBroker(cfg, kafkaLog)
 	if err != nil {
 		return err
 	}
+	defer unlock()
 	err = s.forward(ctx, cluster.ListenAddrs())
 	cluster.Close()
 	log.Info("embedded_broker_closed", "data_dir", cfg.DataDir)
