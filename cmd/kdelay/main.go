@@ -50,7 +50,7 @@ func newRoot() *cobra.Command {
 		},
 	}
 	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
-	root.AddCommand(newServe(), newSend(), newTail(), newVersion())
+	root.AddCommand(newServe(), newSend(), newTail(), newVersion(), newBench())
 	return root
 }
 

@@ -1,0 +1,161 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// cluster is the broker a run measures on, a client for it, and the name
+// that prefixes every topic and group of the run.
+type cluster struct {
+	brokers    []string
+	fake       *kfake.Cluster // nil on a real cluster
+	opts       []kgo.Opt
+	cl         *kgo.Client // produces with ProducerLinger(0), as the forwarder does
+	adm        *kadm.Client
+	run        string
+	partitions int32
+	log        *slog.Logger
+}
+
+// openCluster connects to brokers, or starts an embedded kfake broker when
+// there are none.
+func openCluster(brokers []string, opts []kgo.Opt, partitions int32, log *slog.Logger) (*cluster, error) {
+	c := &cluster{brokers: brokers, opts: opts, run: runName(), partitions: partitions, log: log}
+	if len(brokers) == 0 {
+		fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(partitions)))
+		if err != nil {
+			return nil, fmt.Errorf("start the embedded broker: %w", err)
+		}
+		c.fake, c.brokers = fake, fake.ListenAddrs()
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(c.brokers...), kgo.ProducerLinger(0)}, opts...)...)
+	if err != nil {
+		c.close()
+		return nil, fmt.Errorf("connect to %s: %w", strings.Join(c.brokers, ","), err)
+	}
+	c.cl, c.adm = cl, kadm.NewClient(cl)
+	return c, nil
+}
+
+// runName is unique to a run: "kdelay-bench-<8 hex digits>".
+func runName() string {
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return "kdelay-bench-" + hex.EncodeToString(b)
+}
+
+func (c *cluster) String() string {
+	if c.fake != nil {
+		return "embedded kfake (in the benchmark process)"
+	}
+	return strings.Join(c.brokers, ",")
+}
+
+// close deletes the run's topics from a real cluster and lets go of it.
+func (c *cluster) close() {
+	if c.cl != nil && c.fake == nil {
+		c.deleteTopics()
+	}
+	if c.cl != nil {
+		c.cl.Close()
+	}
+	if c.fake != nil {
+		c.fake.Close()
+	}
+}
+
+func (c *cluster) deleteTopics() {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	topics, err := c.adm.ListTopics(ctx)
+	if err != nil {
+		c.log.Warn("delete_topics_failed", "run", c.run, "err", err)
+		return
+	}
+	var mine []string
+	for _, name := range topics.Names() {
+		if strings.HasPrefix(name, c.run) {
+			mine = append(mine, name)
+		}
+	}
+	if _, err := c.adm.DeleteTopics(ctx, mine...); err != nil {
+		c.log.Warn("delete_topics_failed", "run", c.run, "err", err)
+	}
+}
+
+// createTopics creates topics with the run's partition count.
+func (c *cluster) createTopics(ctx context.Context, topics ...string) error {
+	resps, err := c.adm.CreateTopics(ctx, c.partitions, -1, nil, topics...)
+	if err != nil {
+		return fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
+	}
+	var errs []error
+	for _, r := range resps.Sorted() {
+		if r.Err != nil && !errors.Is(r.Err, kerr.TopicAlreadyExists) {
+			errs = append(errs, fmt.Errorf("create topic %s: %w", r.Topic, r.Err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// collector starts consuming topic; it runs until ctx ends.
+func (c *cluster) collector(ctx context.Context, topic string) (*collector, error) {
+	coll, err := newCollector(c.brokers, c.opts, topic, c.log)
+	if err != nil {
+		return nil, err
+	}
+	go coll.run(ctx)
+	return coll, nil
+}
+
+// waitReady returns once every consumer group of the forwarder is stable,
+// with its partitions assigned: from then on a record due is a record
+// forwarded, and the time the forwarder took to join its groups is not
+// counted as lateness.
+func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set) error {
+	groups := []string{in.Group() + ".ingress"}
+	for _, l := range set {
+		groups = append(groups, in.Group()+".level."+l.Name)
+	}
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for {
+		if err := in.Err(); err != nil {
+			return err
+		}
+		if c.stable(ctx, groups) {
+			return nil
+		}
+		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
+			return fmt.Errorf("forwarder's groups %s… not stable within 2 minutes: %w", groups[0], err)
+		}
+	}
+}
+
+func (c *cluster) stable(ctx context.Context, groups []string) bool {
+	described, err := c.adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return false
+	}
+	for _, name := range groups {
+		g, ok := described[name]
+		if !ok || g.Err != nil || g.State != "Stable" || len(g.Members) == 0 {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,156 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// collector reads a target topic from its start and records how late each
+// record it expects arrives. A record is stamped with the time the poll that
+// returned it came back, which is when a consumer of the target would have
+// it in hand.
+type collector struct {
+	cl  *kgo.Client
+	log *slog.Logger
+
+	mu       sync.Mutex
+	groups   [][]*lateness // by id: the groups each record counts in
+	seen     []bool
+	arrived  int   // distinct expected records
+	strange  int64 // records without our id or a kdelay-deliver-at
+	progress chan struct{}
+	done     chan struct{} // closed when run has returned
+}
+
+func newCollector(brokers []string, opts []kgo.Opt, topic string, log *slog.Logger) (*collector, error) {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(brokers...),
+		kgo.ConsumeTopics(topic),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+	}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("consume %s: %w", topic, err)
+	}
+	return &collector{cl: cl, log: log.With("topic", topic), progress: make(chan struct{}, 1), done: make(chan struct{})}, nil
+}
+
+// expect registers a record that counts in groups and returns its
+// kdelay-id.
+func (c *collector) expect(groups ...*lateness) []byte {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, g := range groups {
+		g.sent++
+	}
+	c.groups = append(c.groups, groups)
+	c.seen = append(c.seen, false)
+	return strconv.AppendInt(nil, int64(len(c.groups)-1), 10)
+}
+
+// run consumes until ctx ends, then closes the client.
+func (c *collector) run(ctx context.Context) {
+	defer close(c.done)
+	defer c.cl.Close()
+	for ctx.Err() == nil {
+		fetches := c.cl.PollFetches(ctx)
+		now := time.Now()
+		fetches.EachError(func(topic string, p int32, err error) {
+			if !errors.Is(err, context.Canceled) {
+				c.log.Warn("consume_failed", "partition", p, "err", err)
+			}
+		})
+		c.take(fetches, now)
+	}
+}
+
+func (c *collector) take(fetches kgo.Fetches, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	before := c.arrived
+	fetches.EachRecord(func(r *kgo.Record) { c.arrival(r, now) })
+	if c.arrived != before {
+		select {
+		case c.progress <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// arrival records one record; mu must be held.
+func (c *collector) arrival(r *kgo.Record, now time.Time) {
+	id, due, ok := parseDelivered(r)
+	if !ok || id < 0 || id >= len(c.groups) {
+		c.strange++
+		return
+	}
+	if c.seen[id] {
+		for _, g := range c.groups[id] {
+			g.dups++
+		}
+		return
+	}
+	c.seen[id] = true
+	c.arrived++
+	for _, g := range c.groups[id] {
+		g.record(now.Sub(due), due, now)
+	}
+}
+
+// parseDelivered reads the kdelay-id the benchmark gave a record and the
+// kdelay-deliver-at kdelay wrote on it.
+func parseDelivered(r *kgo.Record) (id int, due time.Time, ok bool) {
+	var idOK, dueOK bool
+	for _, h := range r.Headers {
+		switch h.Key {
+		case kdelay.HeaderID:
+			n, err := strconv.Atoi(string(h.Value))
+			id, idOK = n, err == nil
+		case kdelay.HeaderDeliverAt:
+			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
+			due, dueOK = time.UnixMilli(ms), err == nil
+		}
+	}
+	return id, due, idOK && dueOK
+}
+
+// counts returns how many records were expected and how many arrived.
+func (c *collector) counts() (expected, arrived int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return len(c.groups), c.arrived
+}
+
+// of returns how many records of g were sent and how many arrived.
+func (c *collector) of(g *lateness) (sent, delivered int64) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return g.sent, g.delivered
+}
+
+// wait returns once every expected record arrived, or at the deadline, or
+// when ctx ends.
+func (c *collector) wait(ctx context.Context, deadline time.Time) error {
+	timer := time.NewTimer(time.Until(deadline))
+	defer timer.Stop()
+	for {
+		if expected, arrived := c.counts(); arrived >= expected {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C:
+			return nil // what has not arrived is lost
+		case <-c.progress:
+		}
+	}
+}

@@ -1,0 +1,179 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/kdelay/kdelay"
+)
+
+// Command runs the forwarder under test as a child process, normally
+// `kdelay serve --brokers ... --topic-prefix ...`, so that its CPU time and
+// memory are its own, apart from the broker's and the benchmark's. It does
+// not pass Setup.ClientOpts: a real cluster that needs TLS or SASL is
+// measured with Running.
+type Command struct {
+	// Path is the kdelay binary. Default: this process's executable.
+	Path string
+	// Args come before the serve flags. Default: serve.
+	Args []string
+	// Stderr receives the child's logs. Default: kept in memory, and the
+	// last of it reported if the child fails.
+	Stderr io.Writer
+}
+
+func (c Command) String() string {
+	return "child process: " + strings.Join(append([]string{"kdelay"}, c.args()...), " ")
+}
+
+func (c Command) args() []string {
+	if len(c.Args) == 0 {
+		return []string{"serve"}
+	}
+	return c.Args
+}
+
+// Start starts the child. It is not ready until its groups are: Run waits
+// for that.
+func (c Command) Start(_ context.Context, s Setup) (Instance, error) {
+	path := c.Path
+	if path == "" {
+		exe, err := os.Executable()
+		if err != nil {
+			return nil, fmt.Errorf("find the kdelay binary to run serve: %w", err)
+		}
+		path = exe
+	}
+	cmd := exec.Command(path, append(c.args(), serveFlags(s)...)...)
+	cmd.Env = environ()
+	tail := &tailBuffer{max: 16 << 10}
+	cmd.Stdout = tail
+	cmd.Stderr = tail
+	if c.Stderr != nil {
+		cmd.Stderr = io.MultiWriter(c.Stderr, tail)
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start %s: %w", path, err)
+	}
+	ch := &child{setup: s, cmd: cmd, tail: tail, done: make(chan struct{})}
+	go func() {
+		ch.waitErr = cmd.Wait()
+		close(ch.done)
+	}()
+	return ch, nil
+}
+
+// serveFlags are the flags of `kdelay serve` for s; the rest keeps its
+// defaults.
+func serveFlags(s Setup) []string {
+	return []string{
+		"--brokers", strings.Join(s.Brokers, ","),
+		"--topic-prefix", s.Topics.Prefix,
+		"--group", s.Group,
+		"--mode", string(s.Mode),
+		"--levels", strings.Join(s.Levels.Names(), ","),
+		"--partitions", strconv.Itoa(int(s.Partitions)),
+		"--log-level", "warn",
+	}
+}
+
+// envPrefix starts the environment variables `kdelay serve` reads (the
+// config package's EnvPrefix; only cmd imports config).
+const envPrefix = "KDELAY_"
+
+// environ is this process's environment without KDELAY_* variables, so
+// that the child runs with exactly the settings the benchmark passes.
+func environ() []string {
+	var env []string
+	for _, kv := range os.Environ() {
+		if !strings.HasPrefix(kv, envPrefix) {
+			env = append(env, kv)
+		}
+	}
+	return env
+}
+
+type child struct {
+	setup   Setup
+	cmd     *exec.Cmd
+	tail    *tailBuffer
+	done    chan struct{}
+	waitErr error // set before done is closed
+
+	last Usage // last read from /proc while it ran
+}
+
+func (c *child) Topics() kdelay.Topics { return c.setup.Topics }
+func (c *child) Group() string         { return c.setup.Group }
+
+func (c *child) Err() error {
+	select {
+	case <-c.done:
+		return fmt.Errorf("kdelay serve exited: %v; its last output:\n%s", c.waitErr, c.tail)
+	default:
+		return nil
+	}
+}
+
+func (c *child) Usage() Usage {
+	if u, err := procUsage(c.cmd.Process.Pid); err == nil {
+		c.last = u
+	}
+	return c.last
+}
+
+// Stop sends SIGTERM, which `kdelay serve` answers with a clean shutdown,
+// and kills the child if it is not gone within 30s. The CPU time and peak
+// memory come from the kernel's account of the whole life of the child.
+func (c *child) Stop() (Usage, error) {
+	u := c.Usage()
+	if c.Err() != nil {
+		return u, c.Err()
+	}
+	_ = c.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-c.done:
+	case <-time.After(30 * time.Second):
+		_ = c.cmd.Process.Kill()
+		<-c.done
+		return u, fmt.Errorf("kdelay serve did not stop within 30s of SIGTERM; killed it. Its last output:\n%s", c.tail)
+	}
+	if final, ok := exitUsage(c.cmd.ProcessState); ok {
+		u.CPU, u.PeakRSS = final.CPU, max(final.PeakRSS, u.PeakRSS)
+	}
+	if c.waitErr != nil {
+		return u, fmt.Errorf("kdelay serve: %w; its last output:\n%s", c.waitErr, c.tail)
+	}
+	return u, nil
+}
+
+// tailBuffer keeps the last max bytes written to it.
+type tailBuffer struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if over := len(t.b) - t.max; over > 0 {
+		t.b = append(t.b[:0], t.b[over:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return strings.TrimSpace(string(t.b))
+}

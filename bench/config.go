@@ -1,0 +1,193 @@
+package bench
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/levels"
+)
+
+// Config configures a benchmark run. The zero value of every field is
+// replaced by its default in WithDefaults.
+type Config struct {
+	// Brokers are the seed brokers of the cluster to measure on. Default:
+	// none, which starts an embedded kfake broker in this process.
+	Brokers []string
+
+	// Runner starts the forwarder under test. Default InProcess{}.
+	Runner Runner
+
+	// Modes are the forwarder modes measured, one after the other, on the
+	// same workload. The goals compare ModeExact with ModePoll. Default
+	// exact, then poll.
+	Modes []forwarder.Mode
+
+	// Levels are the forwarder's delay levels. Default levels.Default().
+	Levels levels.Set
+
+	// Workload is what is sent. Default DefaultWorkload(Levels); a Workload
+	// that is set is taken as it is, so a zero count turns a part off.
+	Workload Workload
+
+	// Partitions of every topic the benchmark and the forwarder create.
+	// Default 6.
+	Partitions int32
+
+	// Grace is how long after its due time a record may still arrive; later
+	// ones count as lost. Default 30s.
+	Grace time.Duration
+
+	// Seed makes the random send times repeatable. Default 1.
+	Seed uint64
+
+	// Progress receives a progress bar; nil shows none.
+	Progress io.Writer
+
+	// ClientOpts are added to every Kafka client the benchmark makes: TLS,
+	// SASL. They do not reach a forwarder started by Command.
+	ClientOpts []kgo.Opt
+
+	// Logger receives the benchmark's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// Workload says what is sent in each mode. Records of one part are due at
+// different times, spread over Spread, so that they measure lateness rather
+// than a queue; the burst measures the queue.
+type Workload struct {
+	// Levels name the levels that get PerLevel records each, with a delay
+	// of exactly the level: one hop, no remainder.
+	Levels   []string
+	PerLevel int
+
+	// Delays get PerDelay records each: delays that take several hops and
+	// leave a remainder below the smallest level, held in memory.
+	Delays   []time.Duration
+	PerDelay int
+
+	// Spread is how long the records of Levels and Delays take to send, at
+	// random times.
+	Spread time.Duration
+
+	// Rate records per second are sent for RateFor, each with RateDelay.
+	Rate      int
+	RateFor   time.Duration
+	RateDelay time.Duration
+
+	// Burst records are sent at once, all due in the same millisecond,
+	// BurstLead after the first is sent.
+	Burst     int
+	BurstLead time.Duration
+
+	// Copy records are forwarded at full speed, by kdelay and by a raw
+	// consume→produce copy, to compare their throughput.
+	Copy int
+}
+
+// DefaultWorkload is every level up to a minute with 200 records each, four
+// multi-hop delays with 100 each, 200 records/s for 20s, a burst of 10,000
+// and 100,000 records for the throughput comparison. It runs about four
+// minutes per mode, bound by its longest delay, 3m17s.
+func DefaultWorkload(set levels.Set) Workload {
+	var names []string
+	for _, l := range set {
+		if l.Delay <= time.Minute {
+			names = append(names, l.Name)
+		}
+	}
+	return Workload{
+		Levels:    names,
+		PerLevel:  200,
+		Delays:    []time.Duration{1400 * time.Millisecond, 7300 * time.Millisecond, 75 * time.Second, 3*time.Minute + 17*time.Second},
+		PerDelay:  100,
+		Spread:    10 * time.Second,
+		Rate:      200,
+		RateFor:   20 * time.Second,
+		RateDelay: time.Second,
+		Burst:     10_000,
+		BurstLead: 5 * time.Second,
+		Copy:      100_000,
+	}
+}
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Runner == nil {
+		c.Runner = InProcess{}
+	}
+	if len(c.Modes) == 0 {
+		c.Modes = []forwarder.Mode{forwarder.ModeExact, forwarder.ModePoll}
+	}
+	if len(c.Levels) == 0 {
+		c.Levels = levels.Default()
+	}
+	if c.Workload.zero() {
+		c.Workload = DefaultWorkload(c.Levels)
+	}
+	c.Partitions = cmp.Or(c.Partitions, 6)
+	c.Grace = cmp.Or(c.Grace, 30*time.Second)
+	c.Seed = cmp.Or(c.Seed, 1)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (w Workload) zero() bool {
+	return len(w.Levels) == 0 && w.PerLevel == 0 && len(w.Delays) == 0 && w.PerDelay == 0 && w.Spread == 0 &&
+		w.Rate == 0 && w.RateFor == 0 && w.RateDelay == 0 && w.Burst == 0 && w.BurstLead == 0 && w.Copy == 0
+}
+
+func (c Config) validate() error {
+	var errs []error
+	for _, m := range c.Modes {
+		if m != forwarder.ModeExact && m != forwarder.ModePoll {
+			errs = append(errs, fmt.Errorf("modes: %q is not a mode; use %q or %q", m, forwarder.ModeExact, forwarder.ModePoll))
+		}
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
+	}
+	return errors.Join(append(errs, c.Workload.validate(c.Levels))...)
+}
+
+func (w Workload) validate(set levels.Set) error {
+	var errs []error
+	for _, name := range w.Levels {
+		if !slices.Contains(set.Names(), name) {
+			errs = append(errs, fmt.Errorf("levels: %q is not one of the forwarder's levels %v; pick from those", name, set.Names()))
+		}
+	}
+	for _, d := range w.Delays {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("delays: %s is negative; use a delay of 0 or more", d))
+		}
+	}
+	counts := map[string]int{"per-level": w.PerLevel, "per-delay": w.PerDelay, "rate": w.Rate, "burst": w.Burst, "copy": w.Copy}
+	for name, n := range counts {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d is negative; use 0 to leave that part out", name, n))
+		}
+	}
+	if w.steady() > 0 && len(w.Levels)+len(w.Delays) > 0 && w.Spread <= 0 {
+		errs = append(errs, errors.New("spread: must be positive, e.g. 10s, when records per level or per delay are sent"))
+	}
+	if w.Rate > 0 && w.RateFor <= 0 {
+		errs = append(errs, fmt.Errorf("rate-for: %s; say how long to send %d records/s, e.g. 20s", w.RateFor, w.Rate))
+	}
+	return errors.Join(errs...)
+}
+
+// steady is how many records the parts other than the burst send: those
+// whose lateness the goals are checked on.
+func (w Workload) steady() int {
+	return len(w.Levels)*w.PerLevel + len(w.Delays)*w.PerDelay + rateCount(w)
+}

@@ -1,0 +1,147 @@
+package bench
+
+import (
+	"encoding/json"
+	"io"
+	"time"
+
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+// Report is what a run measured. Durations are nanoseconds in JSON.
+type Report struct {
+	Started time.Time     `json:"started"`
+	Elapsed time.Duration `json:"elapsed_ns"`
+	Machine Machine       `json:"machine"`
+	Broker  string        `json:"broker"` // "embedded kfake" or the seed brokers
+	Runner  string        `json:"runner"` // how the forwarder under test ran
+
+	Modes []ModeResult `json:"modes,omitempty"`
+	Copy  *CopyResult  `json:"copy,omitempty"`
+	Scale *ScaleResult `json:"scale,omitempty"`
+	Goals []Goal       `json:"goals"`
+}
+
+// ModeResult is the lateness of every group of records in one mode, and
+// what the forwarder used to deliver them.
+type ModeResult struct {
+	Mode       forwarder.Mode `json:"mode"`
+	Groups     []Group        `json:"groups"`
+	SendFailed int64          `json:"send_failed"` // records the benchmark could not write; they count as lost
+	Usage      Usage          `json:"usage"`
+	Elapsed    time.Duration  `json:"elapsed_ns"`
+}
+
+// Group names the records a line of the report is about:
+//
+//	level=1s     one hop through the level, no remainder
+//	delay=7.3s   several hops and a remainder held in memory
+//	hops=3       every record of the parts above that takes 3 hops
+//	single-hop   level=* together
+//	multi-hop    hops=2 and more together
+//	rate         the steady rate
+//	steady       every record but the burst's: what the goals check
+//	burst        records all due in the same millisecond
+//	floor        the machine's own lateness: a timer firing at the due
+//	             time and one produce straight to the target
+const (
+	GroupSingleHop = "single-hop"
+	GroupMultiHop  = "multi-hop"
+	GroupRate      = "rate"
+	GroupSteady    = "steady"
+	GroupBurst     = "burst"
+	GroupFloor     = "floor"
+)
+
+// Group is the lateness of one group of records: arrival at a consumer of
+// the target topic minus kdelay-deliver-at.
+type Group struct {
+	Name       string        `json:"name"`
+	Sent       int64         `json:"sent"`
+	Delivered  int64         `json:"delivered"` // distinct records that arrived
+	Lost       int64         `json:"lost"`      // sent but not arrived within the grace period
+	Duplicates int64         `json:"duplicates"`
+	Early      int64         `json:"early"` // arrived before kdelay-deliver-at
+	MostEarly  time.Duration `json:"most_early_ns"`
+	P50        time.Duration `json:"p50_ns"`
+	P90        time.Duration `json:"p90_ns"`
+	P99        time.Duration `json:"p99_ns"`
+	P999       time.Duration `json:"p99_9_ns"`
+	Max        time.Duration `json:"max_ns"`
+	PerSecond  float64       `json:"per_second,omitempty"` // burst: records per second from the due time to the last arrival
+}
+
+// Usage is what the forwarder process used.
+type Usage struct {
+	CPU     time.Duration `json:"cpu_ns"`         // user + system
+	RSS     int64         `json:"rss_bytes"`      // resident memory when last read
+	PeakRSS int64         `json:"peak_rss_bytes"` // high-water mark of resident memory
+	// Shared is true when the forwarder ran in the benchmark's own process,
+	// so the figures include the broker and the benchmark.
+	Shared bool `json:"shared"`
+	// Measured is false when the process could not be read: not Linux, or
+	// a forwarder running elsewhere without its pid.
+	Measured bool `json:"measured"`
+}
+
+// CopyResult compares how fast kdelay forwards records that are all due
+// with a raw franz-go consume→produce copy of as many records, on the same
+// broker. Each rate is records over the time from the first to the last
+// arrival at the target.
+type CopyResult struct {
+	Records int     `json:"records"`
+	Copy    float64 `json:"copy_per_second"`
+	Kdelay  float64 `json:"kdelay_per_second"`
+	Ratio   float64 `json:"ratio"` // Kdelay / Copy
+}
+
+// ScaleResult is what the forwarder process holds with many records pending,
+// what it uses while they wait, and how fast it delivers a large burst.
+type ScaleResult struct {
+	Pending       int           `json:"pending"`
+	RSSEmpty      int64         `json:"rss_empty_bytes"`   // nothing pending, after settling
+	RSSPending    int64         `json:"rss_pending_bytes"` // Pending records waiting, after settling
+	IdleCPU       float64       `json:"idle_cpu_cores"`    // CPU seconds per second while they wait
+	IdleFor       time.Duration `json:"idle_for_ns"`
+	Burst         int           `json:"burst"`
+	BurstWritten  time.Duration `json:"burst_written_ns"` // from the first record sent to the last acknowledged
+	BurstLead     time.Duration `json:"burst_lead_ns"`    // from the first record sent to the due time
+	BurstDrain    time.Duration `json:"burst_drain_ns"`   // from the due time to the last arrival
+	BurstLateness Group         `json:"burst_lateness"`
+	Usage         Usage         `json:"usage"`
+}
+
+// Goal is one target of issue 4 and what the run got.
+type Goal struct {
+	Name string `json:"name"`
+	Want string `json:"want"`
+	Got  string `json:"got"`
+	Met  bool   `json:"met"`
+}
+
+// Group returns the named group of the mode's results.
+func (m ModeResult) Group(name string) (Group, bool) {
+	for _, g := range m.Groups {
+		if g.Name == name {
+			return g, true
+		}
+	}
+	return Group{}, false
+}
+
+// Mode returns the results of one mode.
+func (r *Report) Mode(mode forwarder.Mode) (ModeResult, bool) {
+	for _, m := range r.Modes {
+		if m.Mode == mode {
+			return m, true
+		}
+	}
+	return ModeResult{}, false
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

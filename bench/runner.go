@@ -1,0 +1,127 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/levels"
+)
+
+// Runner starts the forwarder under test.
+type Runner interface {
+	Start(ctx context.Context, s Setup) (Instance, error)
+	String() string // how the forwarder runs, for the report
+}
+
+// Setup is what a forwarder under test is started with: topics and groups
+// of its own, so that runs never see each other's records.
+type Setup struct {
+	Brokers    []string
+	Topics     kdelay.Topics
+	Group      string
+	Mode       forwarder.Mode
+	Levels     levels.Set
+	Partitions int32
+	ClientOpts []kgo.Opt
+	Logger     *slog.Logger
+}
+
+// Instance is a forwarder under test, running.
+type Instance interface {
+	// Topics and Group are those the forwarder uses: the Setup's, or those
+	// of a forwarder that was already running.
+	Topics() kdelay.Topics
+	Group() string
+	// Usage is what its process used so far.
+	Usage() Usage
+	// Err is non-nil once the forwarder stopped by itself.
+	Err() error
+	// Stop stops the forwarder, waits for it and returns what it used.
+	Stop() (Usage, error)
+}
+
+// InProcess runs the forwarder in the benchmark's process, as a goroutine:
+// nothing to build, but its CPU time and memory are the process's, broker
+// included.
+type InProcess struct{}
+
+func (InProcess) String() string { return "in-process" }
+
+// Start runs forwarder.New(...).Run in a goroutine and returns once it is
+// Ready.
+func (InProcess) Start(ctx context.Context, s Setup) (Instance, error) {
+	f, err := forwarder.New(forwarder.Config{
+		Brokers: s.Brokers, Topics: s.Topics, Group: s.Group, Mode: s.Mode, Levels: s.Levels,
+		Partitions: s.Partitions, ClientOpts: s.ClientOpts, Logger: s.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	in := &inProcess{setup: s, cancel: cancel, done: make(chan struct{}), start: selfCPU()}
+	go func() {
+		err := f.Run(ctx)
+		in.mu.Lock()
+		in.err = err
+		in.mu.Unlock()
+		close(in.done)
+	}()
+	select {
+	case <-f.Ready():
+		return in, nil
+	case <-in.done:
+		return nil, fmt.Errorf("forwarder stopped before it was ready: %w", in.Err())
+	}
+}
+
+type inProcess struct {
+	setup  Setup
+	cancel context.CancelFunc
+	done   chan struct{}
+	start  time.Duration // CPU time of the process when the forwarder started
+
+	mu  sync.Mutex
+	err error
+}
+
+func (in *inProcess) Topics() kdelay.Topics { return in.setup.Topics }
+func (in *inProcess) Group() string         { return in.setup.Group }
+
+func (in *inProcess) Err() error {
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	if in.err == nil {
+		select {
+		case <-in.done:
+			return errors.New("forwarder stopped")
+		default:
+		}
+	}
+	return in.err
+}
+
+func (in *inProcess) Usage() Usage {
+	u, err := procUsage(os.Getpid())
+	u.Measured = err == nil
+	u.CPU = selfCPU() - in.start
+	u.Shared = true
+	return u
+}
+
+func (in *inProcess) Stop() (Usage, error) {
+	in.cancel()
+	<-in.done
+	u := in.Usage()
+	in.mu.Lock()
+	defer in.mu.Unlock()
+	return u, in.err
+}

@@ -1,0 +1,160 @@
+package bench
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// valueSize is the size of every record's value, in bytes.
+const valueSize = 100
+
+var value = bytes.Repeat([]byte{'k'}, valueSize)
+
+// sender writes the benchmark's records: to kdelay's ingress, or, for the
+// floor, straight to the target when due.
+type sender struct {
+	cl      *kgo.Client // ProducerLinger(0), as the forwarder's
+	ingress string
+	target  string
+	coll    *collector
+	log     *slog.Logger
+
+	sent   atomic.Int64 // records handed to the client
+	failed atomic.Int64 // records the broker did not take
+
+	mu     sync.Mutex
+	timers []*time.Timer // floor records not yet due
+}
+
+// steady sends each record at its time. It returns once all are sent; the
+// floor's timers fire later, until stop.
+func (s *sender) steady(ctx context.Context, sends []send) error {
+	start := time.Now()
+	for _, sd := range sends {
+		if err := sleepUntil(ctx, start.Add(sd.at)); err != nil {
+			return err
+		}
+		s.one(sd)
+	}
+	return nil
+}
+
+// one sends a record now, due sd.delay from its timestamp. The timestamp is
+// whole milliseconds, as Kafka keeps it, so that kdelay plans from exactly
+// the time the benchmark does.
+func (s *sender) one(sd send) {
+	ts := time.Now().Truncate(time.Millisecond)
+	due := ts.Add(sd.delay)
+	id := s.coll.expect(sd.groups...)
+	s.sent.Add(1)
+	if !sd.floor {
+		s.produce(delayedRecord(s.ingress, s.target, id, ts, due))
+		return
+	}
+	// The floor: what a plain timer and one produce achieve on this machine
+	// and broker, read by the same consumer.
+	r := targetRecord(s.target, id, due)
+	t := time.AfterFunc(time.Until(due), func() {
+		r.Timestamp = time.Now()
+		s.produce(r)
+	})
+	s.mu.Lock()
+	s.timers = append(s.timers, t)
+	s.mu.Unlock()
+}
+
+// burst sends n records all due at the same millisecond, lead after the
+// first is sent, as fast as the client takes them, and returns the due time
+// and when the last was acknowledged.
+func (s *sender) burst(ctx context.Context, n int, lead time.Duration, g *lateness) (due, written time.Time, err error) {
+	due = time.Now().Add(lead).Truncate(time.Millisecond)
+	err = s.bulk(ctx, n, func() *kgo.Record {
+		return delayedRecord(s.ingress, s.target, s.coll.expect(g), time.Now().Truncate(time.Millisecond), due)
+	})
+	return due, time.Now(), err
+}
+
+// bulk produces n records made by next as fast as the client takes them,
+// and returns once the broker acknowledged them all.
+func (s *sender) bulk(ctx context.Context, n int, next func() *kgo.Record) error {
+	for range n {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		s.sent.Add(1)
+		s.produce(next())
+	}
+	return s.cl.Flush(ctx)
+}
+
+func (s *sender) produce(r *kgo.Record) {
+	s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil && s.failed.Add(1) == 1 {
+			s.log.Warn("send_failed", "topic", r.Topic, "err", err)
+		}
+	})
+}
+
+// stop cancels the floor records not yet due and waits for what is in
+// flight.
+func (s *sender) stop(ctx context.Context) {
+	s.mu.Lock()
+	for _, t := range s.timers {
+		t.Stop()
+	}
+	s.timers = nil
+	s.mu.Unlock()
+	_ = s.cl.Flush(ctx)
+}
+
+// delayedRecord is a record as a producer writes it to kdelay's ingress,
+// or kdelay's client library to a level topic: a target, an absolute due
+// time and an id the benchmark looks up on arrival.
+func delayedRecord(topic, target string, id []byte, ts, due time.Time) *kgo.Record {
+	return &kgo.Record{
+		Topic:     topic,
+		Key:       id,
+		Value:     value,
+		Timestamp: ts,
+		Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(target)},
+			{Key: kdelay.HeaderDeliverAt, Value: epochMillis(due)},
+			{Key: kdelay.HeaderID, Value: id},
+		},
+	}
+}
+
+// targetRecord is a record as kdelay delivers it, for the floor.
+func targetRecord(target string, id []byte, due time.Time) *kgo.Record {
+	return &kgo.Record{Topic: target, Key: id, Value: value, Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderID, Value: id},
+		{Key: kdelay.HeaderDeliverAt, Value: epochMillis(due)},
+	}}
+}
+
+func epochMillis(t time.Time) []byte { return strconv.AppendInt(nil, t.UnixMilli(), 10) }
+
+// sleepUntil waits until t or the end of ctx.
+func sleepUntil(ctx context.Context, t time.Time) error {
+	d := time.Until(t)
+	if d <= 0 {
+		return ctx.Err()
+	}
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-timer.C:
+		return nil
+	}
+}

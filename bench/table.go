@@ -1,0 +1,165 @@
+package bench
+
+import (
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+	"unicode/utf8"
+)
+
+// WriteTable writes the report as aligned tables: lateness per group and
+// mode, what the forwarder used, the throughput comparison, the scale
+// figures, and the goals. No line looks like a benchstat configuration
+// line ("key: value"), so the tables and WriteBenchfmt's lines can share a
+// file that benchstat reads.
+func (r *Report) WriteTable(w io.Writer) error {
+	fmt.Fprintf(w, "kdelay bench on %s, forwarder %s\n", r.Broker, r.Runner)
+	fmt.Fprintf(w, "Machine %d CPUs (%s), GOMAXPROCS %d, %s, steal %s, run took %s\n\n",
+		r.Machine.CPUs, r.Machine.Model, r.Machine.GOMAXPROCS, r.Machine.Go, percent(r.Machine.Steal), r.Elapsed.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	if len(r.Modes) > 0 {
+		writeLateness(tw, r.Modes)
+		writeUsage(tw, r.Modes)
+	}
+	if c := r.Copy; c != nil {
+		writeCopy(tw, c)
+	}
+	if s := r.Scale; s != nil {
+		writeScale(tw, s)
+	}
+	writeGoals(tw, r.Goals)
+	return tw.Flush()
+}
+
+func writeLateness(w io.Writer, modes []ModeResult) {
+	width := len("GROUP")
+	for _, m := range modes {
+		for _, g := range m.Groups {
+			width = max(width, len(g.Name))
+		}
+	}
+	fmt.Fprintf(w, "MODE \t%s\tSENT\tDELIVERED\tLOST\tDUPS\tEARLY\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tPER S\t\n", padRight("GROUP", width))
+	for _, m := range modes {
+		for _, g := range m.Groups {
+			fmt.Fprintf(w, "%-5s\t%-*s\t%s\n", m.Mode, width, g.Name, latenessCells(g))
+		}
+	}
+	fmt.Fprintln(w)
+}
+
+// latenessCells are the columns of a lateness row after mode and group,
+// tab-terminated for tabwriter.
+func latenessCells(g Group) string {
+	cells := []string{
+		count(g.Sent), count(g.Delivered), count(g.Lost), count(g.Duplicates), count(g.Early),
+		ms(g.P50), ms(g.P90), ms(g.P99), ms(g.P999), ms(g.Max), "",
+	}
+	if g.PerSecond > 0 {
+		cells[len(cells)-1] = strconv.FormatFloat(g.PerSecond, 'f', 0, 64)
+	}
+	return strings.Join(cells, "\t") + "\t"
+}
+
+func writeUsage(w io.Writer, modes []ModeResult) {
+	fmt.Fprintf(w, "FORWARDER\tCPU s\tPEAK RSS MB\tTOOK\t%s\t\n", padRight("MEASURED ON", 40))
+	for _, m := range modes {
+		u := m.Usage
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", padRight(string(m.Mode), len("FORWARDER")), seconds(u, u.CPU), rss(u, u.PeakRSS), m.Elapsed.Round(time.Second), padRight(measuredOn(u), 40))
+	}
+	fmt.Fprintln(w)
+}
+
+func writeCopy(w io.Writer, c *CopyResult) {
+	const head = "THROUGHPUT (records all due)"
+	fmt.Fprintf(w, "%s\tRECORDS\tRECORDS/S\t\n", head)
+	fmt.Fprintf(w, "%s\t%d\t%.0f\t\n", padRight("raw franz-go copy", len(head)), c.Records, c.Copy)
+	fmt.Fprintf(w, "%s\t%d\t%.0f\t\n", padRight("kdelay, exact mode", len(head)), c.Records, c.Kdelay)
+	fmt.Fprintf(w, "%s\t\t%.2f\t\n\n", padRight("kdelay ÷ copy", len(head)), c.Ratio)
+}
+
+func writeScale(w io.Writer, s *ScaleResult) {
+	u := s.Usage
+	rows := [][2]string{
+		{"RSS with nothing pending", rss(u, s.RSSEmpty) + " MB"},
+		{fmt.Sprintf("RSS with %d pending", s.Pending), rss(u, s.RSSPending) + " MB"},
+		{fmt.Sprintf("CPU while they wait, over %s", s.IdleFor), strconv.FormatFloat(s.IdleCPU*100, 'f', 2, 64) + "% of a core"},
+		{fmt.Sprintf("burst of %d written in", s.Burst), s.BurstWritten.Round(time.Millisecond).String()},
+		{"burst due after", s.BurstLead.Round(time.Millisecond).String()},
+		{"burst all delivered after due", s.BurstDrain.Round(time.Millisecond).String()},
+		{"burst lateness p50 / p99", ms(s.BurstLateness.P50) + " / " + ms(s.BurstLateness.P99) + " ms"},
+		{"peak RSS", rss(u, u.PeakRSS) + " MB"},
+		{"measured on", measuredOn(u)},
+	}
+	width := 0
+	for _, r := range rows {
+		width = max(width, utf8.RuneCountInString(r[0]))
+	}
+	fmt.Fprintf(w, "%s\tVALUE\t\n", padRight("SCALE", width))
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t\n", padRight(r[0], width), r[1])
+	}
+	fmt.Fprintln(w)
+}
+
+func writeGoals(w io.Writer, goals []Goal) {
+	width := len("GOAL (issue 4)")
+	for _, g := range goals {
+		width = max(width, utf8.RuneCountInString(g.Name))
+	}
+	fmt.Fprintf(w, "%s\tWANT\tGOT\tMET\t\n", padRight("GOAL (issue 4)", width))
+	for _, g := range goals {
+		met := "no"
+		if g.Met {
+			met = "yes"
+		}
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", padRight(g.Name, width), g.Want, g.Got, met)
+	}
+}
+
+func count(n int64) string { return strconv.FormatInt(n, 10) }
+
+// ms writes a lateness in milliseconds to the microsecond.
+func ms(d time.Duration) string {
+	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
+}
+
+func seconds(u Usage, d time.Duration) string {
+	if !u.Measured {
+		return "-"
+	}
+	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64)
+}
+
+func rss(u Usage, b int64) string {
+	if !u.Measured {
+		return "-"
+	}
+	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64)
+}
+
+func percent(f float64) string {
+	if f < 0 {
+		return "unknown"
+	}
+	return strconv.FormatFloat(f*100, 'f', 2, 64) + "%"
+}
+
+func measuredOn(u Usage) string {
+	switch {
+	case !u.Measured:
+		return "not measured"
+	case u.Shared:
+		return "whole benchmark process, broker included"
+	default:
+		return "forwarder process"
+	}
+}
+
+// padRight pads s with spaces to width runes, so that a right-aligned
+// tabwriter column of text reads left-aligned.
+func padRight(s string, width int) string {
+	return s + strings.Repeat(" ", max(width-utf8.RuneCountInString(s), 0))
+}

@@ -1,0 +1,35 @@
+package bench
+
+import (
+	"strings"
+	"testing"
+	"unicode/utf8"
+)
+
+func TestWriteTable(t *testing.T) {
+	t.Parallel()
+	var out strings.Builder
+	if err := sampleReport().WriteTable(&out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	for _, want := range []string{
+		"Machine 2 CPUs (Test CPU @ 2GHz), GOMAXPROCS 2, go1.26, steal 0.10%, run took 9m0s",
+		"exact  level=1s      200        200     0     0      0   1.100   1.100   3.200     3.200   3.201",
+		"poll   steady        300        300     0     0      0  51.000  51.000  99.900    99.900  99.901",
+		"throughput ÷ raw copy   ≥ 0.7     0.25   no",
+	} {
+		if !strings.Contains(text, want) {
+			t.Errorf("table does not contain %q:\n%s", want, text)
+		}
+	}
+	// Every row of a table is as wide as its header: the columns line up.
+	for _, section := range strings.Split(text, "\n\n")[1:] {
+		lines := strings.Split(strings.TrimRight(section, "\n"), "\n")
+		for _, l := range lines[1:] {
+			if utf8.RuneCountInString(l) != utf8.RuneCountInString(lines[0]) {
+				t.Errorf("row %q is not as wide as its header %q", l, lines[0])
+			}
+		}
+	}
+}
