@@ -121,9 +121,9 @@ func (fx *fixture) checkDelivered(t *testing.T, sends []sent) {
 		last = later(last, s.dueMax)
 	}
 	// Read on for a while after the last is due, to catch duplicates.
-	got := fx.consume(30*time.Second, func(got []arrival) bool {
+	got := fx.cluster.Collect(fx.target).Until(30*time.Second, func(got []kafkatest.Arrival) bool {
 		return time.Now().After(last.Add(500*time.Millisecond)) && len(byID(got)) >= len(sends)
-	}, fx.target)
+	})
 	ids := byID(got)
 	for _, s := range sends {
 		as := ids[s.id]
@@ -132,12 +132,12 @@ func (fx *fixture) checkDelivered(t *testing.T, sends []sent) {
 			continue
 		}
 		a := as[0]
-		due := deliverAt(t, a.Record)
+		due := kafkatest.DeliverAt(t, a.Record)
 		if due.Before(s.dueMin) || due.After(s.dueMax) {
 			t.Errorf("%s: %s = %s, want between %s and %s", s.name, kdelay.HeaderDeliverAt, due, s.dueMin, s.dueMax)
 		}
-		if a.at.Before(due) {
-			t.Errorf("%s: arrived at %s, %s before it was due", s.name, a.at, due.Sub(a.at))
+		if a.At.Before(due) {
+			t.Errorf("%s: arrived at %s, %s before it was due", s.name, a.At, due.Sub(a.At))
 		}
 		want := []string{"case=" + s.name, "a=1", kdelay.HeaderID + "=" + s.id, kdelay.HeaderDeliverAt + "=" + strconv.FormatInt(due.UnixMilli(), 10)}
 		if hs := headers(a.Record); !slices.Equal(hs, want) {
@@ -147,7 +147,7 @@ func (fx *fixture) checkDelivered(t *testing.T, sends []sent) {
 			t.Errorf("%s: key %q value %q, want %q and %q", s.name, a.Key, a.Value, s.name, "value of "+s.name)
 		}
 		if !s.at || s.offset > 0 {
-			t.Logf("%s: late by %s", s.name, a.at.Sub(due))
+			t.Logf("%s: late by %s", s.name, a.At.Sub(due))
 		}
 	}
 }
@@ -157,7 +157,8 @@ func (fx *fixture) checkRouted(t *testing.T, sends []sent) {
 	for _, l := range fx.cfg.Levels {
 		topics = append(topics, fx.cfg.Topics.Level(l.Name))
 	}
-	got := byID(fx.consume(10*time.Second, func(got []arrival) bool { return len(byID(got)) >= len(sends) }, topics...))
+	c := fx.cluster.Collect(topics[0], kgo.ConsumeTopics(topics...))
+	got := byID(c.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(byID(got)) >= len(sends) }))
 	for _, s := range sends {
 		want := fx.cfg.Topics.Ingress()
 		if s.via != "" {
@@ -176,7 +177,7 @@ func (fx *fixture) checkRouted(t *testing.T, sends []sent) {
 		if first.Timestamp.Before(s.before.Truncate(time.Millisecond)) || first.Timestamp.After(s.after) {
 			t.Errorf("%s: timestamp %s, want the time of sending, between %s and %s", s.name, first.Timestamp, s.before, s.after)
 		}
-		if target, _ := header(first.Record, kdelay.HeaderTarget); target != fx.target {
+		if target, _ := kafkatest.Header(first.Record, kdelay.HeaderTarget); target != fx.target {
 			t.Errorf("%s: %s = %q, want %q", s.name, kdelay.HeaderTarget, target, fx.target)
 		}
 		for _, a := range as[1:] {
@@ -188,15 +189,15 @@ func (fx *fixture) checkRouted(t *testing.T, sends []sent) {
 }
 
 // byID groups records by kdelay-id, each group in timestamp order.
-func byID(got []arrival) map[string][]arrival {
-	ids := map[string][]arrival{}
+func byID(got []kafkatest.Arrival) map[string][]kafkatest.Arrival {
+	ids := map[string][]kafkatest.Arrival{}
 	for _, a := range got {
 		if id, ok := client.ID(a.Record); ok {
 			ids[id] = append(ids[id], a)
 		}
 	}
 	for _, as := range ids {
-		slices.SortStableFunc(as, func(a, b arrival) int { return a.Timestamp.Compare(b.Timestamp) })
+		slices.SortStableFunc(as, func(a, b kafkatest.Arrival) int { return a.Timestamp.Compare(b.Timestamp) })
 	}
 	return ids
 }

@@ -2,8 +2,6 @@ package client_test
 
 import (
 	"context"
-	"errors"
-	"strconv"
 	"testing"
 	"time"
 
@@ -78,60 +76,6 @@ func (fx *fixture) start() {
 	case <-time.After(30 * time.Second):
 		fx.t.Fatal("forwarder not ready after 30s")
 	}
-}
-
-// arrival is a record read from a topic and the time it was read.
-type arrival struct {
-	*kgo.Record
-	at time.Time
-}
-
-// consume reads topics from the start until enough says so or the deadline
-// passes, and returns what arrived.
-func (fx *fixture) consume(deadline time.Duration, enough func([]arrival) bool, topics ...string) []arrival {
-	fx.t.Helper()
-	cl := fx.cluster.Client(kgo.ConsumeTopics(topics...), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(50*time.Millisecond))
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	var got []arrival
-	for !enough(got) && ctx.Err() == nil {
-		// A poll returns only with records, so each is bounded to look at
-		// enough again while none come.
-		pctx, pcancel := context.WithTimeout(ctx, 200*time.Millisecond)
-		fetches := cl.PollFetches(pctx)
-		pcancel()
-		now := time.Now()
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				fx.t.Logf("consume %s/%d: %v", topic, p, err)
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
-	}
-	return got
-}
-
-func header(r *kgo.Record, name string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == name {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-func deliverAt(t *testing.T, r *kgo.Record) time.Time {
-	t.Helper()
-	v, ok := header(r, kdelay.HeaderDeliverAt)
-	if !ok {
-		t.Fatalf("record %q has no %s header", r.Value, kdelay.HeaderDeliverAt)
-	}
-	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		t.Fatalf("%s %q: %v", kdelay.HeaderDeliverAt, v, err)
-	}
-	return time.UnixMilli(ms)
 }
 
 // headers lists a record's headers as "key=value".

@@ -43,7 +43,9 @@ func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer cluster.Close()
+		// Cleanups, not defers: the collectors' cleanups, registered later,
+		// stop them before the cluster closes under them.
+		t.Cleanup(cluster.Close)
 		set, err := levels.Parse(levelNames)
 		if err != nil {
 			t.Fatal(err)
@@ -54,7 +56,7 @@ func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		defer b.cl.Close()
+		t.Cleanup(b.cl.Close)
 		b.cfg = Config{
 			Brokers:    cluster.ListenAddrs(),
 			ClientOpts: []kgo.Opt{dial},
@@ -93,30 +95,17 @@ func (b *bubble) produce(rs ...*kgo.Record) {
 	}
 }
 
-// collect starts consuming the target now, stamping each record with the
+// collect starts reading the target now, stamping each record with the
 // bubble's time of arrival, and returns a function that waits until want
-// records arrived (failing if they do not within limit of bubble time).
-func (b *bubble) collect(want int, limit time.Duration) (wait func() []arrival) {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ConsumeTopics(b.target),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	done := make(chan []arrival, 1)
-	go func() {
-		defer cl.Close()
-		ctx, cancel := context.WithTimeout(context.Background(), limit)
-		defer cancel()
-		var got []arrival
-		for len(got) < want && ctx.Err() == nil {
-			fetches := cl.PollFetches(ctx)
-			now := time.Now()
-			fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
-		}
-		done <- got
-	}()
-	return func() []arrival {
-		got := <-done
+// records arrived, failing if they do not within limit of bubble time from
+// now.
+func (b *bubble) collect(want int, limit time.Duration) (wait func() []kafkatest.Arrival) {
+	// kfake answers a waiting fetch as soon as a record is written, so a
+	// short fetch wait adds nothing here but wake-ups, hours of them.
+	c := kafkatest.Collect(b.t, b.cfg.Brokers, b.target, b.dial, kgo.FetchMaxWait(5*time.Second))
+	end := time.Now().Add(limit)
+	return func() []kafkatest.Arrival {
+		got := c.Until(time.Until(end), atLeast(want))
 		if len(got) < want {
 			b.t.Fatalf("%d of %d records arrived within %s", len(got), want, limit)
 		}
@@ -180,18 +169,18 @@ func TestNeverEarly(t *testing.T) {
 		var early, maxLate time.Duration
 		seen := map[string]bool{}
 		for _, a := range arrivals() {
-			id, _ := header(a.Record, kdelay.HeaderID)
+			id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
 			if seen[id] {
 				t.Errorf("record %s delivered twice", id)
 			}
 			seen[id] = true
-			late := a.at.Sub(due[id])
+			late := a.At.Sub(due[id])
 			if late < 0 {
 				t.Errorf("record %s arrived %s early", id, -late)
 				early = min(early, late)
 			}
 			if due[id].Before(sent[id]) {
-				late = a.at.Sub(sent[id])
+				late = a.At.Sub(sent[id])
 			}
 			maxLate = max(maxLate, late)
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 // TestDeadLetters sends every kind of bad record through the ingress and
@@ -52,8 +53,8 @@ func TestDeadLetters(t *testing.T) {
 	}
 	fx.send("good", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "1500")
 
-	dead := fx.consume(fx.cfg.Topics.DLQ(), len(cases), 60*time.Second)
-	byValue := map[string]arrival{}
+	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(60*time.Second, atLeast(len(cases)))
+	byValue := map[string]kafkatest.Arrival{}
 	for _, a := range dead {
 		byValue[string(a.Value)] = a
 	}
@@ -63,11 +64,11 @@ func TestDeadLetters(t *testing.T) {
 			if !ok {
 				t.Fatalf("not in the DLQ (%d records there)", len(dead))
 			}
-			reason, _ := header(a.Record, kdelay.HeaderError)
+			reason, _ := kafkatest.Header(a.Record, kdelay.HeaderError)
 			if !strings.Contains(reason, c.reason) {
 				t.Errorf("%s = %q, want it to contain %q", kdelay.HeaderError, reason, c.reason)
 			}
-			src, _ := header(a.Record, kdelay.HeaderSource)
+			src, _ := kafkatest.Header(a.Record, kdelay.HeaderSource)
 			want := append([]string{"user", c.name}, c.headers...)
 			if c.name == "too large for target" {
 				// Refused at delivery, after a hop: it comes from the level
@@ -76,7 +77,7 @@ func TestDeadLetters(t *testing.T) {
 				if !strings.HasPrefix(src, fx.cfg.Topics.Level("1s")+"/") {
 					t.Errorf("%s = %q, want a place in %s", kdelay.HeaderSource, src, fx.cfg.Topics.Level("1s"))
 				}
-				id, _ := header(a.Record, kdelay.HeaderID)
+				id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
 				if id != sent[c.value] {
 					t.Errorf("%s = %q, want the ingress place %q", kdelay.HeaderID, id, sent[c.value])
 				}
@@ -93,7 +94,7 @@ func TestDeadLetters(t *testing.T) {
 			}
 		})
 	}
-	if got := fx.consume(fx.target, 1, 30*time.Second); len(got) != 1 || string(got[0].Value) != "good" {
+	if got := fx.cluster.Collect(fx.target).Until(30*time.Second, atLeast(1)); len(got) != 1 || string(got[0].Value) != "good" {
 		t.Errorf("target has %d records after the bad ones, want the good one: a bad record blocked the partition", len(got))
 	}
 }

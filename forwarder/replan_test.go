@@ -55,7 +55,7 @@ func TestReplanning(t *testing.T) {
 			if want.Before(now) {
 				want = now
 			}
-			if late := a.at.Sub(want); late < 0 || late > 20*time.Millisecond {
+			if late := a.At.Sub(want); late < 0 || late > 20*time.Millisecond {
 				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
 			}
 		}
@@ -85,7 +85,7 @@ func TestSubLevelRemainders(t *testing.T) {
 		for _, a := range got {
 			order = append(order, string(a.Value))
 			d, _ := time.ParseDuration(string(a.Value))
-			if late := a.at.Sub(start.Truncate(time.Millisecond).Add(d)); late < 0 || late > 20*time.Millisecond {
+			if late := a.At.Sub(start.Truncate(time.Millisecond).Add(d)); late < 0 || late > 20*time.Millisecond {
 				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", a.Value, late)
 			}
 		}
@@ -117,7 +117,7 @@ func TestPollMode(t *testing.T) {
 		}
 		var lateSum time.Duration
 		for _, a := range arrivals() {
-			late := a.at.Sub(due[string(a.Value)])
+			late := a.At.Sub(due[string(a.Value)])
 			if late < 0 || late > 120*time.Millisecond {
 				t.Errorf("record %s late %s, want 0 to 100ms (one tick) plus 20ms", a.Value, late)
 			}

@@ -6,67 +6,12 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
-
-// collector consumes a topic in the background from its start.
-type collector struct {
-	mu  sync.Mutex
-	got []arrival
-}
-
-func (fx *fixture) collect(topic string) *collector {
-	c := &collector{}
-	cl := fx.cluster.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	fx.t.Cleanup(func() { cancel(); <-done })
-	go func() {
-		defer close(done)
-		for ctx.Err() == nil {
-			fetches := cl.PollFetches(ctx)
-			now := time.Now()
-			c.mu.Lock()
-			fetches.EachRecord(func(r *kgo.Record) { c.got = append(c.got, arrival{r, now}) })
-			c.mu.Unlock()
-		}
-	}()
-	return c
-}
-
-// until polls, up to deadline, for the records collected so far to satisfy
-// done, and returns them.
-func (c *collector) until(t *testing.T, deadline time.Duration, done func([]arrival) bool) []arrival {
-	t.Helper()
-	end := time.Now().Add(deadline)
-	for {
-		c.mu.Lock()
-		got := c.got[:len(c.got):len(c.got)]
-		c.mu.Unlock()
-		if done(got) {
-			return got
-		}
-		if time.Now().After(end) {
-			t.Fatalf("condition not met within %s (%d records collected)", deadline, len(got))
-		}
-		time.Sleep(10 * time.Millisecond) // a deadline-bounded poll, not a wait for time to pass
-	}
-}
-
-func uniqueIDs(got []arrival) map[string]int {
-	ids := map[string]int{}
-	for _, a := range got {
-		id, _ := header(a.Record, kdelay.HeaderID)
-		ids[id]++
-	}
-	return ids
-}
 
 // TestRestart stops the forwarder while records are in every stage (in the
 // ingress, waiting in levels, held below the smallest level, in flight) and
@@ -75,7 +20,7 @@ func uniqueIDs(got []arrival) map[string]int {
 func TestRestart(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s", "2s"})
-	arrived := fx.collect(fx.target)
+	arrived := fx.cluster.Collect(fx.target)
 	_, stop := fx.start(fx.cfg)
 
 	const n = 300
@@ -87,21 +32,26 @@ func TestRestart(t *testing.T) {
 		r := fx.send(id, kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, strconv.FormatInt(d.Milliseconds(), 10), kdelay.HeaderID, id)
 		due[id] = r.Timestamp.Truncate(time.Millisecond).Add(d.Truncate(time.Millisecond))
 	}
-	arrived.until(t, 30*time.Second, func(got []arrival) bool { return len(got) >= n/4 })
+	if got := arrived.Until(30*time.Second, atLeast(n/4)); len(got) < n/4 {
+		t.Fatalf("%d records delivered within 30s, want at least %d before the restart", len(got), n/4)
+	}
 	stop()
-	before := len(uniqueIDs(arrived.until(t, 0, func([]arrival) bool { return true })))
+	before := len(kafkatest.IDs(arrived.Arrivals()))
 
 	fx.start(fx.cfg)
-	got := arrived.until(t, 60*time.Second, func(got []arrival) bool { return len(uniqueIDs(got)) == n })
+	got := arrived.Until(60*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := len(kafkatest.IDs(got)); ids != n {
+		t.Fatalf("%d of %d records delivered within 60s of the restart", ids, n)
+	}
 	// A clean stop drains held records, finishes in-flight produces and
 	// commits before leaving, so the new forwarder re-delivers nothing.
 	if dups := len(got) - n; dups > 0 {
 		t.Errorf("%d records delivered twice across a clean restart, want 0", dups)
 	}
 	for _, a := range got {
-		id, _ := header(a.Record, kdelay.HeaderID)
-		if a.at.Before(due[id]) {
-			t.Errorf("record %s arrived %s early", id, due[id].Sub(a.at))
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		if a.At.Before(due[id]) {
+			t.Errorf("record %s arrived %s early", id, due[id].Sub(a.At))
 		}
 	}
 	t.Logf("%d records, %d delivered before the restart, the rest after it", n, before)

@@ -2,10 +2,8 @@ package forwarder
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"os"
-	"strconv"
 	"testing"
 	"time"
 
@@ -117,54 +115,7 @@ func (fx *fixture) send(value string, headers ...string) *kgo.Record {
 	return r
 }
 
-// arrival is a record read from a topic and the time it was read.
-type arrival struct {
-	*kgo.Record
-	at time.Time
-}
-
-// consume reads topic from the start until want records arrived or the
-// deadline passed, and returns what arrived.
-func (fx *fixture) consume(topic string, want int, deadline time.Duration) []arrival {
-	fx.t.Helper()
-	cl := fx.cluster.Client(kgo.ConsumeTopics(topic), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()), kgo.FetchMaxWait(50*time.Millisecond))
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	var got []arrival
-	for len(got) < want {
-		fetches := cl.PollFetches(ctx)
-		now := time.Now()
-		if ctx.Err() != nil {
-			break
-		}
-		fetches.EachError(func(topic string, p int32, err error) {
-			if !errors.Is(err, context.DeadlineExceeded) {
-				fx.t.Logf("consume %s/%d: %v", topic, p, err)
-			}
-		})
-		fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
-	}
-	return got
-}
-
-func header(r *kgo.Record, name string) (string, bool) {
-	for _, h := range r.Headers {
-		if h.Key == name {
-			return string(h.Value), true
-		}
-	}
-	return "", false
-}
-
-func deliverAt(t *testing.T, r *kgo.Record) time.Time {
-	t.Helper()
-	v, ok := header(r, kdelay.HeaderDeliverAt)
-	if !ok {
-		t.Fatalf("delivered record %q has no %s header", r.Value, kdelay.HeaderDeliverAt)
-	}
-	ms, err := strconv.ParseInt(v, 10, 64)
-	if err != nil {
-		t.Fatalf("delivered %s %q: %v", kdelay.HeaderDeliverAt, v, err)
-	}
-	return time.UnixMilli(ms)
+// atLeast is a done func for kafkatest.Collector.Until: n records arrived.
+func atLeast(n int) func([]kafkatest.Arrival) bool {
+	return func(got []kafkatest.Arrival) bool { return len(got) >= n }
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 // TestLevelTimestamps proves the choice of CreateTime for level topics: the
@@ -26,7 +27,7 @@ func TestLevelTimestamps(t *testing.T) {
 	fx := setup(t, []string{"1s", "2s"})
 	level := fx.cfg.Topics.Level("2s")
 	fx.cluster.CreateTopic(level, 1, map[string]*string{"message.timestamp.type": ptr("CreateTime")})
-	arrived := fx.collect(fx.target)
+	arrived := fx.cluster.Collect(fx.target)
 	fx.start(fx.cfg)
 
 	behind := fx.cluster.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
@@ -51,11 +52,14 @@ func TestLevelTimestamps(t *testing.T) {
 		cancel()
 		due[id] = now.Add(skew).Add(d).Truncate(time.Millisecond)
 	}
-	got := arrived.until(t, 30*time.Second, func(got []arrival) bool { return len(uniqueIDs(got)) == n })
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := len(kafkatest.IDs(got)); ids != n {
+		t.Fatalf("%d of %d records delivered within 30s", ids, n)
+	}
 	var maxLate time.Duration
 	for _, a := range got {
-		id, _ := header(a.Record, kdelay.HeaderID)
-		late := a.at.Sub(due[id])
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		late := a.At.Sub(due[id])
 		if late < 0 {
 			t.Errorf("record %s (clock %s) arrived %s early", id, map[bool]string{true: "behind", false: "ahead"}[a.Value[len(a.Value)-1]%2 == 0], -late)
 		}

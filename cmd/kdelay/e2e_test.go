@@ -9,7 +9,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -224,6 +223,12 @@ type process struct {
 	err     error // from Wait, once exited is closed
 }
 
+// collect starts reading topic on the process's brokers from its start, until
+// the test ends.
+func (s *process) collect(t *testing.T, topic string) *kafkatest.Collector {
+	return kafkatest.Collect(t, strings.Split(s.brokers, ","), topic)
+}
+
 // stop sends SIGTERM and waits for the process to exit.
 func (s *process) stop(t *testing.T) (code int, took time.Duration) {
 	t.Helper()
@@ -268,67 +273,11 @@ func (o *output) String() string {
 	return o.buf.String()
 }
 
-// arrival is a record read from a topic and when it was read.
-type arrival struct {
-	*kgo.Record
-	at time.Time
-}
-
-// consume reads topic from its start until done says so or the deadline
-// passes, and returns what arrived.
-func consume(t *testing.T, brokers, topic string, deadline time.Duration, done func([]arrival) bool) []arrival {
-	t.Helper()
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(strings.Split(brokers, ",")...),
-		kgo.ConsumeTopics(topic),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchMaxWait(100*time.Millisecond),
-		kgo.MetadataMinAge(250*time.Millisecond), // see a target topic soon after it is created
-	)
-	if err != nil {
-		t.Fatalf("consumer: %v", err)
-	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), deadline)
-	defer cancel()
-	var got []arrival
-	for !done(got) && ctx.Err() == nil {
-		got = append(got, poll(t, ctx, cl)...)
-	}
-	return got
-}
-
-// poll waits a moment for records, so that consume's done func also runs
-// while nothing arrives.
-func poll(t *testing.T, ctx context.Context, cl *kgo.Client) []arrival {
-	ctx, cancel := context.WithTimeout(ctx, 200*time.Millisecond)
-	defer cancel()
-	fetches := cl.PollFetches(ctx)
-	now := time.Now()
-	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.DeadlineExceeded) && !errors.Is(err, context.Canceled) {
-			t.Logf("consume %s/%d: %v", topic, p, err)
-		}
-	})
-	var got []arrival
-	fetches.EachRecord(func(r *kgo.Record) { got = append(got, arrival{r, now}) })
-	return got
-}
-
-// values are the distinct record values among arrivals, with how often
-// each arrived.
-func values(got []arrival) map[string]int {
-	n := map[string]int{}
-	for _, a := range got {
-		n[string(a.Value)]++
-	}
-	return n
-}
-
-// all is a done func for consume: every value in want arrived.
-func all(want []string) func([]arrival) bool {
-	return func(got []arrival) bool {
-		seen := values(got)
+// all is a done func for kafkatest.Collector.Until: every value in want
+// arrived.
+func all(want []string) func([]kafkatest.Arrival) bool {
+	return func(got []kafkatest.Arrival) bool {
+		seen := kafkatest.Values(got)
 		for _, v := range want {
 			if seen[v] == 0 {
 				return false
@@ -340,9 +289,9 @@ func all(want []string) func([]arrival) bool {
 
 // settled wraps done to also wait until nothing arrived for quiet, so that
 // a duplicate would have shown up.
-func settled(done func([]arrival) bool, quiet time.Duration) func([]arrival) bool {
-	return func(got []arrival) bool {
-		return done(got) && (len(got) == 0 || time.Since(got[len(got)-1].at) >= quiet)
+func settled(done func([]kafkatest.Arrival) bool, quiet time.Duration) func([]kafkatest.Arrival) bool {
+	return func(got []kafkatest.Arrival) bool {
+		return done(got) && (len(got) == 0 || time.Since(got[len(got)-1].At) >= quiet)
 	}
 }
 

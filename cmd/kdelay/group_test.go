@@ -126,8 +126,8 @@ func TestGroupFailover(t *testing.T) {
 	send(150)
 
 	n := len(due)
-	got := consume(t, brokers, target, 90*time.Second, func(got []arrival) bool { return len(values(got)) == n })
-	if seen := values(got); len(seen) != n {
+	got := cluster.Collect(target).Until(90*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.Values(got)) == n })
+	if seen := kafkatest.Values(got); len(seen) != n {
 		var missing []string
 		for id := range due {
 			if seen[id] == 0 {
@@ -137,8 +137,8 @@ func TestGroupFailover(t *testing.T) {
 		t.Fatalf("%d of %d records delivered; missing %v", len(seen), n, missing)
 	}
 	for _, r := range got {
-		if r.at.Before(due[string(r.Value)]) {
-			t.Errorf("record %s arrived %s early", r.Value, due[string(r.Value)].Sub(r.at))
+		if r.At.Before(due[string(r.Value)]) {
+			t.Errorf("record %s arrived %s early", r.Value, due[string(r.Value)].Sub(r.At))
 		}
 	}
 	t.Logf("%d records through 3 → 2 (SIGKILL) → 1 (SIGTERM) → 3 processes: all delivered, none early, %d delivered twice",

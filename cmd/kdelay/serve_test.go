@@ -16,6 +16,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 // sent is a record written to the ingress with kcat, and what kdelay must do
@@ -116,11 +117,11 @@ func TestServe(t *testing.T) {
 	// The ingress records give each record's timestamp, from which its due
 	// time is counted, and its place, from which its id is made.
 	src := map[string]*kgo.Record{}
-	for _, a := range consume(t, s.brokers, e.topics().Ingress(), 20*time.Second, all(append(goodValues, badValues...))) {
+	for _, a := range s.collect(t, e.topics().Ingress()).Until(20*time.Second, all(append(goodValues, badValues...))) {
 		src[string(a.Value)] = a.Record
 	}
-	delivered := consume(t, s.brokers, e.target, 30*time.Second, settled(all(goodValues), time.Second))
-	byValue := map[string][]arrival{}
+	delivered := s.collect(t, e.target).Until(30*time.Second, settled(all(goodValues), time.Second))
+	byValue := map[string][]kafkatest.Arrival{}
 	for _, a := range delivered {
 		byValue[string(a.Value)] = append(byValue[string(a.Value)], a)
 	}
@@ -157,12 +158,12 @@ func TestServe(t *testing.T) {
 			switch {
 			case err != nil || at != due.UnixMilli():
 				t.Errorf("record %s: %s = %q, want %d (%s)", r.value, kdelay.HeaderDeliverAt, headerOf(a.Record, kdelay.HeaderDeliverAt), due.UnixMilli(), due)
-			case a.Timestamp.Before(due) || a.at.Before(due):
-				t.Errorf("record %s due %s was produced at %s and read at %s: %s early", r.value, due, a.Timestamp, a.at, due.Sub(a.Timestamp))
+			case a.Timestamp.Before(due) || a.At.Before(due):
+				t.Errorf("record %s due %s was produced at %s and read at %s: %s early", r.value, due, a.Timestamp, a.At, due.Sub(a.Timestamp))
 			}
 			if r.value != "at-past" {
-				lateness = append(lateness, a.at.Sub(due))
-				if l := a.at.Sub(due); l > 200*time.Millisecond {
+				lateness = append(lateness, a.At.Sub(due))
+				if l := a.At.Sub(due); l > 200*time.Millisecond {
 					t.Logf("record %s arrived %s late", r.value, l)
 				}
 			}
@@ -198,7 +199,7 @@ func TestServe(t *testing.T) {
 
 	t.Run("bad records dead-lettered with the reason", func(t *testing.T) {
 		dlq := map[string]*kgo.Record{}
-		for _, a := range consume(t, s.brokers, e.topics().DLQ(), 20*time.Second, all(badValues)) {
+		for _, a := range s.collect(t, e.topics().DLQ()).Until(20*time.Second, all(badValues)) {
 			dlq[string(a.Value)] = a.Record
 		}
 		for _, r := range rs {
@@ -259,13 +260,13 @@ func TestRestart(t *testing.T) {
 	}
 
 	s = e.serve()
-	got := consume(t, s.brokers, e.target, 20*time.Second, settled(all([]string{"survivor"}), time.Second))
+	got := s.collect(t, e.target).Until(20*time.Second, settled(all([]string{"survivor"}), time.Second))
 	if len(got) != 1 {
 		t.Fatalf("after a restart %d records arrived, want the one sent before it", len(got))
 	}
 	a := got[0]
-	if gotID := headerOf(a.Record, kdelay.HeaderID); gotID != id || a.at.Before(due) {
-		t.Errorf("arrived with id %s at %s, want id %s (printed by send) at or after %s", gotID, a.at, id, due)
+	if gotID := headerOf(a.Record, kdelay.HeaderID); gotID != id || a.At.Before(due) {
+		t.Errorf("arrived with id %s at %s, want id %s (printed by send) at or after %s", gotID, a.At, id, due)
 	}
 	if code, _ := s.stop(t); code != 0 {
 		t.Errorf("second serve exited with %d, want 0", code)
