@@ -35,8 +35,13 @@ func (r *Report) WriteBenchfmt(w io.Writer) error {
 		}
 	}
 	if c := r.Copy; c != nil {
-		b.WriteString(line("Throughput/path=raw-copy", c.Records, c.Copy, "records/s"))
-		b.WriteString(line("Throughput/path=kdelay", c.Records, c.Kdelay, "records/s"))
+		// One line per run: benchstat takes the median and the spread.
+		for _, v := range c.CopyRuns {
+			b.WriteString(line("Throughput/path=raw-copy", c.Records, v, "records/s"))
+		}
+		for _, v := range c.KdelayRuns {
+			b.WriteString(line("Throughput/path=kdelay", c.Records, v, "records/s"))
+		}
 	}
 	if s := r.Scale; s != nil {
 		b.WriteString(scaleLines(s))

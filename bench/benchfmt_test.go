@@ -88,7 +88,7 @@ func TestBenchstatReads(t *testing.T) {
 	if !found {
 		t.Error("benchstat did not read Lateness/level=1s/mode=exact")
 	}
-	if want := 6 + 2 + 2; results != want {
+	if want := 6 + 2 + 3 + 3; results != want {
 		t.Errorf("benchstat read %d results, want %d", results, want)
 	}
 }

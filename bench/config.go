@@ -88,13 +88,15 @@ type Workload struct {
 	BurstLead time.Duration
 
 	// Copy records are forwarded at full speed, by kdelay and by a raw
-	// consume→produce copy, to compare their throughput.
-	Copy int
+	// consume→produce copy, to compare their throughput, CopyRuns times
+	// each (at least once).
+	Copy     int
+	CopyRuns int
 }
 
 // DefaultWorkload is every level up to a minute with 200 records each, four
 // multi-hop delays with 100 each, 200 records/s for 20s, a burst of 10,000
-// and 100,000 records for the throughput comparison. It runs about four
+// and three runs of 100,000 records for the throughput comparison. It runs about four
 // minutes per mode, bound by its longest delay, 3m17s.
 func DefaultWorkload(set levels.Set) Workload {
 	var names []string
@@ -115,6 +117,7 @@ func DefaultWorkload(set levels.Set) Workload {
 		Burst:     10_000,
 		BurstLead: 5 * time.Second,
 		Copy:      100_000,
+		CopyRuns:  3,
 	}
 }
 
@@ -122,6 +125,9 @@ func DefaultWorkload(set levels.Set) Workload {
 func (c Config) WithDefaults() Config {
 	if c.Runner == nil {
 		c.Runner = InProcess{}
+	}
+	if _, running := c.Runner.(Running); running && len(c.Modes) == 0 {
+		c.Modes = []forwarder.Mode{forwarder.ModeExact}
 	}
 	if len(c.Modes) == 0 {
 		c.Modes = []forwarder.Mode{forwarder.ModeExact, forwarder.ModePoll}
@@ -143,7 +149,7 @@ func (c Config) WithDefaults() Config {
 
 func (w Workload) zero() bool {
 	return len(w.Levels) == 0 && w.PerLevel == 0 && len(w.Delays) == 0 && w.PerDelay == 0 && w.Spread == 0 &&
-		w.Rate == 0 && w.RateFor == 0 && w.RateDelay == 0 && w.Burst == 0 && w.BurstLead == 0 && w.Copy == 0
+		w.Rate == 0 && w.RateFor == 0 && w.RateDelay == 0 && w.Burst == 0 && w.BurstLead == 0 && w.Copy == 0 && w.CopyRuns == 0
 }
 
 func (c Config) validate() error {
@@ -152,6 +158,9 @@ func (c Config) validate() error {
 		if m != forwarder.ModeExact && m != forwarder.ModePoll {
 			errs = append(errs, fmt.Errorf("modes: %q is not a mode; use %q or %q", m, forwarder.ModeExact, forwarder.ModePoll))
 		}
+	}
+	if _, running := c.Runner.(Running); running && len(c.Modes) != 1 {
+		errs = append(errs, fmt.Errorf("modes: a running forwarder has one mode; name the one it runs, not %v", c.Modes))
 	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))

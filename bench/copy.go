@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -17,29 +18,53 @@ import (
 type forwardFunc func(ctx context.Context, source, target string) (stop func() error, err error)
 
 // compareCopy moves cfg.Workload.Copy records that are all due from one
-// topic to another, first with a raw franz-go consume→produce copy, then
-// with kdelay. Each starts once its source is full, so both run at full
-// speed, and each is timed from the first record reaching the target to the
-// last.
+// topic to another, with a raw franz-go consume→produce copy and with
+// kdelay, CopyRuns times each, taking turns so that both see the same
+// machine. Each starts once its source is full, so it runs at full speed,
+// and is timed from the first record reaching the target to the last. The
+// result is the median of each.
 func compareCopy(ctx context.Context, c *cluster, cfg *Config) (*CopyResult, error) {
-	n := cfg.Workload.Copy
-	raw, err := throughput(ctx, c, c.run+"-copy.source", c.run+"-copy.target", n, c.rawCopy)
-	if err != nil {
-		return nil, fmt.Errorf("raw copy: %w", err)
+	n, runs := cfg.Workload.Copy, max(cfg.Workload.CopyRuns, 1)
+	res := &CopyResult{Records: n}
+	for i := range runs {
+		name := fmt.Sprintf("%s-copy%d", c.run, i)
+		raw, err := throughput(ctx, c, name+".source", name+".target", n, c.rawCopy)
+		if err != nil {
+			return nil, fmt.Errorf("raw copy: %w", err)
+		}
+		kd, err := kdelayCopy(ctx, c, cfg, fmt.Sprintf("%s-throughput%d", c.run, i), n)
+		if err != nil {
+			return nil, fmt.Errorf("kdelay: %w", err)
+		}
+		res.CopyRuns, res.KdelayRuns = append(res.CopyRuns, raw), append(res.KdelayRuns, kd)
 	}
-	name := c.run + "-throughput"
+	res.Copy, res.Kdelay = median(res.CopyRuns), median(res.KdelayRuns)
+	res.Ratio = ratio(res.Kdelay, res.Copy)
+	return res, nil
+}
+
+// kdelayCopy times a forwarder started on an ingress already full of due
+// records.
+func kdelayCopy(ctx context.Context, c *cluster, cfg *Config, name string, n int) (float64, error) {
 	ingress := kdelay.Topics{Prefix: name}.Ingress()
-	kd, err := throughput(ctx, c, ingress, name+".target", n, func(ctx context.Context, _, _ string) (func() error, error) {
+	return throughput(ctx, c, ingress, name+".target", n, func(ctx context.Context, _, _ string) (func() error, error) {
 		in, err := cfg.Runner.Start(ctx, c.setup(cfg, name, forwarder.ModeExact))
 		if err != nil {
 			return nil, err
 		}
 		return func() error { _, err := in.Stop(); return err }, nil
 	})
-	if err != nil {
-		return nil, fmt.Errorf("kdelay: %w", err)
+}
+
+func median(xs []float64) float64 {
+	s := slices.Sorted(slices.Values(xs))
+	if len(s) == 0 {
+		return 0
 	}
-	return &CopyResult{Records: n, Copy: raw, Kdelay: kd, Ratio: ratio(kd, raw)}, nil
+	if len(s)%2 == 1 {
+		return s[len(s)/2]
+	}
+	return (s[len(s)/2-1] + s[len(s)/2]) / 2
 }
 
 // throughput fills source with n records already due, runs forward until

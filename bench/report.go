@@ -87,21 +87,24 @@ type Usage struct {
 // CopyResult compares how fast kdelay forwards records that are all due
 // with a raw franz-go consume→produce copy of as many records, on the same
 // broker. Each rate is records over the time from the first to the last
-// arrival at the target.
+// arrival at the target, the median of several runs.
 type CopyResult struct {
-	Records int     `json:"records"`
-	Copy    float64 `json:"copy_per_second"`
-	Kdelay  float64 `json:"kdelay_per_second"`
-	Ratio   float64 `json:"ratio"` // Kdelay / Copy
+	Records    int       `json:"records"`
+	Copy       float64   `json:"copy_per_second"`   // median of CopyRuns
+	Kdelay     float64   `json:"kdelay_per_second"` // median of KdelayRuns
+	Ratio      float64   `json:"ratio"`             // Kdelay / Copy
+	CopyRuns   []float64 `json:"copy_runs"`
+	KdelayRuns []float64 `json:"kdelay_runs"`
 }
 
 // ScaleResult is what the forwarder process holds with many records pending,
 // what it uses while they wait, and how fast it delivers a large burst.
 type ScaleResult struct {
 	Pending       int           `json:"pending"`
-	RSSEmpty      int64         `json:"rss_empty_bytes"`   // nothing pending, after settling
-	RSSPending    int64         `json:"rss_pending_bytes"` // Pending records waiting, after settling
-	IdleCPU       float64       `json:"idle_cpu_cores"`    // CPU seconds per second while they wait
+	RSSEmpty      int64         `json:"rss_empty_bytes"`        // nothing pending, after settling
+	RSSPending    int64         `json:"rss_pending_bytes"`      // Pending records waiting, after settling
+	PeakPending   int64         `json:"peak_rss_pending_bytes"` // high-water mark of resident memory up to then
+	IdleCPU       float64       `json:"idle_cpu_cores"`         // CPU seconds per second while they wait
 	IdleFor       time.Duration `json:"idle_for_ns"`
 	Burst         int           `json:"burst"`
 	BurstWritten  time.Duration `json:"burst_written_ns"` // from the first record sent to the last acknowledged

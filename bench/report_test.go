@@ -27,7 +27,8 @@ func sampleReport() *Report {
 				group("level=1s", 200, 50*time.Millisecond, 99*time.Millisecond), group(GroupSteady, 300, 51*time.Millisecond, 99900*µs),
 			}, Usage: Usage{CPU: time.Second, PeakRSS: 38 << 20, Measured: true}, Elapsed: 4 * time.Minute},
 		},
-		Copy: &CopyResult{Records: 100000, Copy: 400000, Kdelay: 100000, Ratio: 0.25},
+		Copy: &CopyResult{Records: 100000, Copy: 400000, Kdelay: 100000, Ratio: 0.25,
+			CopyRuns: []float64{400000, 380000, 420000}, KdelayRuns: []float64{100000, 90000, 110000}},
 		Goals: []Goal{
 			within("p99 lateness", 3900*µs, 10*time.Millisecond),
 			atLeast("throughput ÷ raw copy", 0.25, 0.7),

@@ -167,7 +167,7 @@ func (p *phase) scale(ctx context.Context, cfg *ScaleConfig, res *ScaleResult) e
 		return err
 	}
 	before := p.in.Usage()
-	res.RSSPending = before.RSS
+	res.RSSPending, res.PeakPending = before.RSS, before.PeakRSS
 	if err := sleepUntil(ctx, time.Now().Add(cfg.Idle)); err != nil {
 		return err
 	}

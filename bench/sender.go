@@ -1,8 +1,8 @@
 package bench
 
 import (
-	"bytes"
 	"context"
+	"crypto/rand"
 	"log/slog"
 	"strconv"
 	"sync"
@@ -17,7 +17,14 @@ import (
 // valueSize is the size of every record's value, in bytes.
 const valueSize = 100
 
-var value = bytes.Repeat([]byte{'k'}, valueSize)
+// randomValue is a record's value: random bytes, which no batch compression
+// shrinks, so that a fetch of so many bytes holds as many records as it
+// would of real data, not a hundred times more.
+func randomValue() []byte {
+	b := make([]byte, valueSize)
+	_, _ = rand.Read(b) // never fails
+	return b
+}
 
 // sender writes the benchmark's records: to kdelay's ingress, or, for the
 // floor, straight to the target when due.
@@ -123,7 +130,7 @@ func delayedRecord(topic, target string, id []byte, ts, due time.Time) *kgo.Reco
 	return &kgo.Record{
 		Topic:     topic,
 		Key:       id,
-		Value:     value,
+		Value:     randomValue(),
 		Timestamp: ts,
 		Headers: []kgo.RecordHeader{
 			{Key: kdelay.HeaderTarget, Value: []byte(target)},
@@ -135,7 +142,7 @@ func delayedRecord(topic, target string, id []byte, ts, due time.Time) *kgo.Reco
 
 // targetRecord is a record as kdelay delivers it, for the floor.
 func targetRecord(target string, id []byte, due time.Time) *kgo.Record {
-	return &kgo.Record{Topic: target, Key: id, Value: value, Headers: []kgo.RecordHeader{
+	return &kgo.Record{Topic: target, Key: id, Value: randomValue(), Headers: []kgo.RecordHeader{
 		{Key: kdelay.HeaderID, Value: id},
 		{Key: kdelay.HeaderDeliverAt, Value: epochMillis(due)},
 	}}

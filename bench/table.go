@@ -74,10 +74,18 @@ func writeUsage(w io.Writer, modes []ModeResult) {
 
 func writeCopy(w io.Writer, c *CopyResult) {
 	const head = "THROUGHPUT (records all due)"
-	fmt.Fprintf(w, "%s\tRECORDS\tRECORDS/S\t\n", head)
-	fmt.Fprintf(w, "%s\t%d\t%.0f\t\n", padRight("raw franz-go copy", len(head)), c.Records, c.Copy)
-	fmt.Fprintf(w, "%s\t%d\t%.0f\t\n", padRight("kdelay, exact mode", len(head)), c.Records, c.Kdelay)
-	fmt.Fprintf(w, "%s\t\t%.2f\t\n\n", padRight("kdelay ÷ copy", len(head)), c.Ratio)
+	fmt.Fprintf(w, "%s\tRECORDS\tMEDIAN /S\t%s\t\n", head, padRight("RUNS /S", 30))
+	fmt.Fprintf(w, "%s\t%d\t%.0f\t%s\t\n", padRight("raw franz-go copy", len(head)), c.Records, c.Copy, padRight(rates(c.CopyRuns), 30))
+	fmt.Fprintf(w, "%s\t%d\t%.0f\t%s\t\n", padRight("kdelay, exact mode", len(head)), c.Records, c.Kdelay, padRight(rates(c.KdelayRuns), 30))
+	fmt.Fprintf(w, "%s\t\t%.2f\t%s\t\n\n", padRight("kdelay ÷ copy", len(head)), c.Ratio, padRight("", 30))
+}
+
+func rates(runs []float64) string {
+	s := make([]string, len(runs))
+	for i, r := range runs {
+		s[i] = strconv.FormatFloat(r, 'f', 0, 64)
+	}
+	return strings.Join(s, " ")
 }
 
 func writeScale(w io.Writer, s *ScaleResult) {
@@ -85,12 +93,13 @@ func writeScale(w io.Writer, s *ScaleResult) {
 	rows := [][2]string{
 		{"RSS with nothing pending", rss(u, s.RSSEmpty) + " MB"},
 		{fmt.Sprintf("RSS with %d pending", s.Pending), rss(u, s.RSSPending) + " MB"},
+		{"peak RSS while they were written", rss(u, s.PeakPending) + " MB"},
 		{fmt.Sprintf("CPU while they wait, over %s", s.IdleFor), strconv.FormatFloat(s.IdleCPU*100, 'f', 2, 64) + "% of a core"},
 		{fmt.Sprintf("burst of %d written in", s.Burst), s.BurstWritten.Round(time.Millisecond).String()},
 		{"burst due after", s.BurstLead.Round(time.Millisecond).String()},
 		{"burst all delivered after due", s.BurstDrain.Round(time.Millisecond).String()},
 		{"burst lateness p50 / p99", ms(s.BurstLateness.P50) + " / " + ms(s.BurstLateness.P99) + " ms"},
-		{"peak RSS", rss(u, u.PeakRSS) + " MB"},
+		{"peak RSS, burst included", rss(u, u.PeakRSS) + " MB"},
 		{"measured on", measuredOn(u)},
 	}
 	width := 0

@@ -244,6 +244,7 @@ type workloadFlags struct {
 	burst     int
 	burstLead time.Duration
 	copy      int
+	copyRuns  int
 	seed      uint64
 }
 
@@ -261,6 +262,7 @@ func (w *workloadFlags) add(fl *pflag.FlagSet) {
 	fl.IntVar(&w.burst, "burst", d.Burst, "records all due in the same millisecond; 0 leaves the burst out")
 	fl.DurationVar(&w.burstLead, "burst-lead", d.BurstLead, "how long after it is sent the burst is due")
 	fl.IntVar(&w.copy, "copy", d.Copy, "records for the throughput comparison with a raw copy; 0 leaves it out")
+	fl.IntVar(&w.copyRuns, "copy-runs", d.CopyRuns, "times the throughput comparison runs; the median counts")
 	fl.Uint64Var(&w.seed, "seed", 1, "seed of the random send times")
 }
 
@@ -271,6 +273,7 @@ func (w *workloadFlags) workload(set levels.Set) bench.Workload {
 	}
 	return bench.Workload{
 		Levels: names, PerLevel: w.perLevel, Delays: w.delays, PerDelay: w.perDelay, Spread: w.spread,
-		Rate: w.rate, RateFor: w.rateFor, RateDelay: w.rateDelay, Burst: w.burst, BurstLead: w.burstLead, Copy: w.copy,
+		Rate: w.rate, RateFor: w.rateFor, RateDelay: w.rateDelay, Burst: w.burst, BurstLead: w.burstLead,
+		Copy: w.copy, CopyRuns: w.copyRuns,
 	}
 }
