@@ -112,14 +112,50 @@ func (c *cluster) createTopics(ctx context.Context, topics ...string) error {
 	return errors.Join(errs...)
 }
 
-// collector starts consuming topic; it runs until ctx ends.
+// collector starts consuming topic, and returns once it reads every
+// partition; it runs until ctx ends.
 func (c *cluster) collector(ctx context.Context, topic string) (*collector, error) {
 	coll, err := newCollector(c.brokers, c.opts, topic, c.log)
 	if err != nil {
 		return nil, err
 	}
 	go coll.run(ctx)
+	if err := c.ready(ctx, coll, topic); err != nil {
+		return nil, err
+	}
 	return coll, nil
+}
+
+// ready writes a record to every partition of a topic just created and
+// waits until coll read them all. On a real broker a new topic takes a
+// moment to have a leader for every partition, and a consumer that asked
+// too early learns of the rest only at its next metadata refresh, seconds
+// later: that would be counted against whatever is measured first.
+func (c *cluster) ready(ctx context.Context, coll *collector, topic string) error {
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(c.brokers...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
+	}, c.opts...)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	g := newLateness("ready")
+	now := time.Now()
+	for p := range c.partitions {
+		r := targetRecord(topic, coll.expect(g), now)
+		r.Partition = p
+		cl.Produce(ctx, r, nil)
+	}
+	if err := cl.Flush(ctx); err != nil {
+		return fmt.Errorf("write to every partition of %s: %w", topic, err)
+	}
+	if err := coll.wait(ctx, time.Now().Add(30*time.Second)); err != nil {
+		return err
+	}
+	if sent, delivered := coll.of(g); delivered < sent {
+		return fmt.Errorf("read %d of the %d partitions of %s within 30s", delivered, sent, topic)
+	}
+	return nil
 }
 
 // waitReady returns once every consumer group of the forwarder is stable,

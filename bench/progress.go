@@ -55,8 +55,8 @@ func (p *progress) loop() {
 
 func (p *progress) update() {
 	scheduled, delivered := p.counts()
-	p.bar.Describe(fmt.Sprintf("%s: scheduled %d, delivered %d, waiting %d", p.title, scheduled, delivered, scheduled-delivered))
 	_ = p.bar.Set64(delivered)
+	p.bar.Describe(fmt.Sprintf("%s: scheduled %d, delivered %d, waiting %d", p.title, scheduled, delivered, scheduled-delivered))
 }
 
 // stop draws the bar a last time, as it is, and ends its line.

@@ -57,6 +57,7 @@ workload takes about 9 minutes: its longest delay is 3m17s, in each mode.`,
   benchstat -col /mode bench.txt`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			w.modesSet = cmd.Flags().Changed("modes")
 			cfg, err := f.config(w)
 			if err != nil {
 				return usageError{err}
@@ -176,7 +177,10 @@ func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
 	for _, m := range w.modes {
 		modes = append(modes, forwarder.Mode(m))
 	}
-	if f.running && len(modes) != 1 {
+	if f.running && !w.modesSet {
+		modes = nil // the running forwarder's: exact unless --modes says
+	}
+	if f.running && len(modes) > 1 {
 		return bench.Config{}, errors.New("--running measures the one mode the running kdelay serve has: name it with --modes exact or --modes poll")
 	}
 	return bench.Config{
@@ -233,6 +237,7 @@ func writeFile(path string, write func(io.Writer) error) error {
 // workloadFlags are the flags of `kdelay bench` that shape its workload.
 type workloadFlags struct {
 	modes     []string
+	modesSet  bool
 	levels    []string
 	perLevel  int
 	delays    []time.Duration
