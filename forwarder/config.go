@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -184,4 +183,12 @@ func (c *Config) ownTopics() []string {
 	return topics
 }
 
-func (c *Config) own(topic string) bool { return slices.Contains(c.ownTopics(), topic) }
+// own returns kdelay's own topics as a set, built once per worker: parse
+// consults it for every record.
+func (c *Config) own() map[string]bool {
+	set := map[string]bool{}
+	for _, t := range c.ownTopics() {
+		set[t] = true
+	}
+	return set
+}

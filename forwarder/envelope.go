@@ -26,7 +26,7 @@ type envelope struct {
 // rules are what parse checks a record against.
 type rules struct {
 	maxDelay time.Duration
-	own      func(topic string) bool // reports kdelay's own topics
+	own      map[string]bool // kdelay's own topics, which are never targets
 }
 
 // badRecord is a record kdelay cannot route; its message goes to the DLQ.
@@ -36,12 +36,23 @@ func (e *badRecord) Error() string { return e.msg }
 
 func bad(format string, args ...any) error { return &badRecord{fmt.Sprintf(format, args...)} }
 
-func isRouting(name string) bool {
-	switch name {
-	case kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID:
-		return true
+// routingHeaders are the headers parse reads; the rest are the user's.
+var routingHeaders = [...]string{kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID}
+
+// routing is the value of each routing header and how often it appeared, in
+// the order of routingHeaders. An array, not a map: parse runs per record.
+type routing [len(routingHeaders)]struct {
+	value string
+	n     int
+}
+
+func routingIndex(name string) int {
+	for i, h := range routingHeaders {
+		if h == name {
+			return i
+		}
 	}
-	return false
+	return -1
 }
 
 // parse reads the routing headers of r. A relative delay counts from the
@@ -49,25 +60,23 @@ func isRouting(name string) bool {
 // every later hop plans from it.
 func parse(r *kgo.Record, rl rules) (envelope, error) {
 	env := envelope{key: r.Key, value: r.Value}
-	routing := map[string][]string{}
+	var rt routing
 	for _, h := range r.Headers {
-		if isRouting(h.Key) {
-			routing[h.Key] = append(routing[h.Key], string(h.Value))
+		if i := routingIndex(h.Key); i >= 0 {
+			rt[i].value = string(h.Value)
+			rt[i].n++
 			continue
 		}
 		env.user = append(env.user, h)
 	}
-	for name, vs := range routing {
-		if len(vs) > 1 {
-			return env, bad("header %s appears %d times; set it once", name, len(vs))
+	for i, h := range rt {
+		if h.n > 1 {
+			return env, bad("header %s appears %d times; set it once", routingHeaders[i], h.n)
 		}
 	}
 	one := func(name string) (string, bool) {
-		vs := routing[name]
-		if len(vs) == 0 {
-			return "", false
-		}
-		return vs[0], true
+		h := rt[routingIndex(name)]
+		return h.value, h.n > 0
 	}
 
 	target, ok := one(kdelay.HeaderTarget)
@@ -76,7 +85,7 @@ func parse(r *kgo.Record, rl rules) (envelope, error) {
 		return env, bad("header %s is missing; set it to the topic to deliver to", kdelay.HeaderTarget)
 	case !validTopic(target):
 		return env, bad("header %s %q is not a valid topic name: use letters, digits, '.', '_' and '-', at most 249 characters", kdelay.HeaderTarget, target)
-	case rl.own(target):
+	case rl.own[target]:
 		return env, bad("header %s names kdelay's own topic %q; set it to the topic consumers read", kdelay.HeaderTarget, target)
 	}
 	env.target = target

@@ -54,7 +54,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		cfg:    cfg,
 		source: source,
 		wait:   wait,
-		rules:  rules{maxDelay: cfg.MaxDelay, own: cfg.own},
+		rules:  rules{maxDelay: cfg.MaxDelay, own: cfg.own()},
 		log:    cfg.Logger.With("topic", source),
 		start:  cfg.NowFunc(),
 		parts:  map[int32]*partition{},
@@ -78,6 +78,9 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		// auto.create.topics.enable says so; otherwise the record is refused
 		// and dead-lettered with the reason.
 		kgo.AllowAutoTopicCreation(),
+		// A broker that subscribes clients to KIP-714 metrics (kfake does)
+		// would have every forwarder compress and push them while idle.
+		kgo.DisableClientMetrics(),
 	}, cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
