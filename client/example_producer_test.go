@@ -34,7 +34,7 @@ func ExampleNewProducer_serverConfig() {
 		log.Fatal(err)
 	}
 	defer cl.Close()
-	// The server runs with --prefix payments --levels 1s,10s,1m,10m,1h.
+	// The server runs with --topic-prefix payments --levels 1s,10s,1m,10m,1h.
 	set, err := levels.Parse([]string{"1s", "10s", "1m", "10m", "1h"})
 	if err != nil {
 		log.Fatal(err)
