@@ -1,0 +1,173 @@
+package kdelay
+
+import (
+	"cmp"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Header is a record header as franz-go (kgo.RecordHeader) and
+// segmentio/kafka-go (kafka.Header) both define it, so that their headers
+// convert to it, and Parse takes either without copying.
+type Header struct {
+	Key   string
+	Value []byte
+}
+
+// header is any header type with Header's fields.
+type header interface {
+	~struct {
+		Key   string
+		Value []byte
+	}
+}
+
+// routingHeaders are the headers kdelay routes by, in one place: Parse reads
+// them, and drops them from what it hands on as the user's headers. The
+// indexes below name their places.
+var routingHeaders = [...]string{HeaderTarget, HeaderDelay, HeaderDeliverAt, HeaderID}
+
+const (
+	iTarget = iota
+	iDelay
+	iDeliverAt
+	iID
+)
+
+// IsRouting reports whether name is one of the headers kdelay routes by:
+// kdelay-target, kdelay-delay, kdelay-deliver-at or kdelay-id.
+func IsRouting(name string) bool { return routingIndex(name) >= 0 }
+
+func routingIndex(name string) int {
+	for i, h := range routingHeaders {
+		if h == name {
+			return i
+		}
+	}
+	return -1
+}
+
+// Rules are what Parse checks a record against: the server's configuration.
+type Rules struct {
+	// Topics are kdelay's own topics, which are never a target. Default
+	// prefix "kdelay".
+	Topics Topics
+
+	// MaxDelay is the longest delay accepted, from the record's timestamp.
+	// Default DefaultMaxDelay, 400 days.
+	MaxDelay time.Duration
+}
+
+// Route is what a record's routing headers say, checked.
+type Route struct {
+	Target string
+	Due    time.Time // on the whole millisecond, never before the time asked for
+	ID     string    // the kdelay-id header; "" when absent, and then the id is the record's Source
+}
+
+// Parse reads the routing headers of a record with timestamp ts, checks them
+// against rl, and returns the route and the other headers, in their order.
+// Every error is a sentence saying what is wrong and how to fix it: kdelay
+// puts it on the dead letter, and `kdelay send` prints it.
+//
+// A relative delay counts from ts, so the due time is fixed once, where the
+// record enters, and every later hop plans from it. A due time is rounded up
+// to the millisecond Kafka carries, never down. An empty or null value counts
+// as set: a kdelay-target or kdelay-id that is empty is refused rather than
+// taken as absent, because it is a producer's mistake that would otherwise
+// go unseen (an id lost that way breaks deduplication).
+func Parse[H header](ts time.Time, hs []H, rl Rules) (Route, []H, error) {
+	var vals [len(routingHeaders)]struct {
+		v []byte
+		n int
+	}
+	user := make([]H, 0, len(hs))
+	for _, h := range hs {
+		if i := routingIndex(Header(h).Key); i >= 0 {
+			vals[i].v, vals[i].n = Header(h).Value, vals[i].n+1
+			continue
+		}
+		user = append(user, h)
+	}
+	for i, v := range vals {
+		if v.n > 1 {
+			return Route{}, user, fmt.Errorf("header %s appears %d times; set it once", routingHeaders[i], v.n)
+		}
+	}
+	get := func(i int) (string, bool) { return string(vals[i].v), vals[i].n > 0 }
+	rt, err := route(ts, rl, get)
+	return rt, user, err
+}
+
+func route(ts time.Time, rl Rules, get func(int) (string, bool)) (Route, error) {
+	target, hasTarget := get(iTarget)
+	delay, hasDelay := get(iDelay)
+	at, hasAt := get(iDeliverAt)
+	id, hasID := get(iID)
+	if err := rl.Topics.CheckTarget(target, hasTarget); err != nil {
+		return Route{}, err
+	}
+	if hasID && id == "" {
+		return Route{}, fmt.Errorf("header %s is empty; set it to the message id, or leave it out for kdelay to use the record's topic/partition/offset", HeaderID)
+	}
+	due, err := dueTime(ts, delay, hasDelay, at, hasAt, cmp.Or(rl.MaxDelay, DefaultMaxDelay))
+	if err != nil {
+		return Route{}, err
+	}
+	return Route{Target: target, Due: due, ID: id}, nil
+}
+
+func dueTime(ts time.Time, delay string, hasDelay bool, at string, hasAt bool, maxDelay time.Duration) (time.Time, error) {
+	switch {
+	case hasDelay && hasAt:
+		return time.Time{}, fmt.Errorf("both %s and %s are set; set exactly one", HeaderDelay, HeaderDeliverAt)
+	case hasDelay:
+		d, err := ParseDelay(delay)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if d > maxDelay {
+			return time.Time{}, tooFar(HeaderDelay, delay, maxDelay)
+		}
+		return CeilMillis(ts.Add(d)), nil
+	case hasAt:
+		due, err := ParseDeliverAt(at)
+		if err != nil {
+			return time.Time{}, err
+		}
+		if due.Sub(ts) > maxDelay {
+			return time.Time{}, tooFar(HeaderDeliverAt, at, maxDelay)
+		}
+		return CeilMillis(due), nil
+	}
+	return time.Time{}, fmt.Errorf("neither %s nor %s is set; set one, e.g. %s=90s", HeaderDelay, HeaderDeliverAt, HeaderDelay)
+}
+
+func tooFar(header, v string, maxDelay time.Duration) error {
+	return fmt.Errorf("%s %q is more than the maximum delay %s (max-delay) away; deliver sooner or raise max-delay", header, v, maxDelay)
+}
+
+// AppendDelivered appends the headers kdelay adds to a delivered record,
+// after the user's: kdelay-id to dedupe by and kdelay-deliver-at, the due
+// time in epoch milliseconds, to measure lateness by.
+func AppendDelivered[H header](hs []H, id string, due time.Time) []H {
+	return append(hs,
+		H(Header{Key: HeaderID, Value: []byte(id)}),
+		H(Header{Key: HeaderDeliverAt, Value: AppendDeliverAt(nil, due)}),
+	)
+}
+
+// AppendHop appends the headers of a record waiting in a level topic: those
+// of AppendDelivered, then kdelay-target. The next hop parses them as it
+// would an ingress record's, and the due time stays absolute.
+func AppendHop[H header](hs []H, target, id string, due time.Time) []H {
+	return append(AppendDelivered(hs, id, due), H(Header{Key: HeaderTarget, Value: []byte(target)}))
+}
+
+// Source is topic/partition/offset, a record's place in Kafka. It is the id
+// of a record that came without one, so a replay of the same record keeps its
+// id, and the kdelay-source of a dead letter.
+func Source(topic string, partition int32, offset int64) string {
+	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+}

@@ -1,0 +1,44 @@
+package kdelay
+
+import (
+	"fmt"
+	"strings"
+)
+
+// Owns reports whether name is one of kdelay's own topics for this prefix:
+// the ingress, the dead-letter topic, or any level topic, configured or not
+// (a level dropped from the configuration may still hold records). A record
+// is never delivered to one of them.
+func (t Topics) Owns(name string) bool {
+	return name == t.Ingress() || name == t.DLQ() || strings.HasPrefix(name, t.prefix()+".level.")
+}
+
+// CheckTarget says why name cannot be a kdelay-target, or returns nil. set is
+// false when the header is absent.
+func (t Topics) CheckTarget(name string, set bool) error {
+	switch {
+	case !set || name == "":
+		return fmt.Errorf("header %s is missing; set it to the topic to deliver to", HeaderTarget)
+	case !ValidTopic(name):
+		return fmt.Errorf("header %s %q is not a valid topic name: use letters, digits, '.', '_' and '-', at most 249 characters", HeaderTarget, name)
+	case t.Owns(name):
+		return fmt.Errorf("header %s names kdelay's own topic %q; set it to the topic consumers read", HeaderTarget, name)
+	}
+	return nil
+}
+
+// ValidTopic applies Kafka's rule for topic names, so a bad name gets the
+// same clear reason from every broker: 1 to 249 of the characters
+// [a-zA-Z0-9._-], and not "." or "..".
+func ValidTopic(name string) bool {
+	if name == "" || len(name) > 249 || name == "." || name == ".." {
+		return false
+	}
+	for i := 0; i < len(name); i++ {
+		c := name[i]
+		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
