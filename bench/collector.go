@@ -115,8 +115,8 @@ func parseDelivered(r *kgo.Record) (id int, due time.Time, ok bool) {
 			n, err := strconv.Atoi(string(h.Value))
 			id, idOK = n, err == nil
 		case kdelay.HeaderDeliverAt:
-			ms, err := strconv.ParseInt(string(h.Value), 10, 64)
-			due, dueOK = time.UnixMilli(ms), err == nil
+			at, err := kdelay.ParseDeliverAt(string(h.Value))
+			due, dueOK = at, err == nil
 		}
 	}
 	return id, due, idOK && dueOK

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"log/slog"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -132,23 +131,14 @@ func delayedRecord(topic, target string, id []byte, ts, due time.Time) *kgo.Reco
 		Key:       id,
 		Value:     randomValue(),
 		Timestamp: ts,
-		Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(target)},
-			{Key: kdelay.HeaderDeliverAt, Value: epochMillis(due)},
-			{Key: kdelay.HeaderID, Value: id},
-		},
+		Headers:   kdelay.AppendHop([]kgo.RecordHeader(nil), target, string(id), due),
 	}
 }
 
 // targetRecord is a record as kdelay delivers it, for the floor.
 func targetRecord(target string, id []byte, due time.Time) *kgo.Record {
-	return &kgo.Record{Topic: target, Key: id, Value: randomValue(), Headers: []kgo.RecordHeader{
-		{Key: kdelay.HeaderID, Value: id},
-		{Key: kdelay.HeaderDeliverAt, Value: epochMillis(due)},
-	}}
+	return &kgo.Record{Topic: target, Key: id, Value: randomValue(), Headers: kdelay.AppendDelivered([]kgo.RecordHeader(nil), string(id), due)}
 }
-
-func epochMillis(t time.Time) []byte { return strconv.AppendInt(nil, t.UnixMilli(), 10) }
 
 // sleepUntil waits until t or the end of ctx.
 func sleepUntil(ctx context.Context, t time.Time) error {

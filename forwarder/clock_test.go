@@ -149,10 +149,10 @@ func TestNeverEarly(t *testing.T) {
 			if i%3 == 0 {
 				at := now.Add(d - time.Minute) // a minute in the past for the shortest ones
 				r = ingress(b.cfg, b.target, id, kdelay.HeaderDeliverAt, at.Format(time.RFC3339Nano), kdelay.HeaderID, id)
-				due[id] = ceilMillis(at)
+				due[id] = kdelay.CeilMillis(at)
 			} else {
 				r = ingress(b.cfg, b.target, id, kdelay.HeaderDelay, d.String(), kdelay.HeaderID, id)
-				due[id] = ceilMillis(now.Truncate(time.Millisecond).Add(d)) // Kafka timestamps are milliseconds
+				due[id] = kdelay.CeilMillis(now.Truncate(time.Millisecond).Add(d)) // Kafka timestamps are milliseconds
 			}
 			r.Key = []byte(strconv.Itoa(rng.IntN(50)))
 			r.Timestamp = now

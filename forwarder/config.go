@@ -182,13 +182,3 @@ func (c *Config) ownTopics() []string {
 	}
 	return topics
 }
-
-// own returns kdelay's own topics as a set, built once per worker: parse
-// consults it for every record.
-func (c *Config) own() map[string]bool {
-	set := map[string]bool{}
-	for _, t := range c.ownTopics() {
-		set[t] = true
-	}
-	return set
-}

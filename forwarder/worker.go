@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
 )
 
 // worker forwards the records of one source topic: the ingress topic (wait 0)
@@ -23,7 +25,7 @@ type worker struct {
 	cfg    *Config
 	source string        // topic consumed
 	wait   time.Duration // how long a record waits in source
-	rules  rules
+	rules  kdelay.Rules
 	log    *slog.Logger
 	cl     *kgo.Client
 	start  time.Time // anchors the ticks of ModePoll
@@ -54,7 +56,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		cfg:    cfg,
 		source: source,
 		wait:   wait,
-		rules:  rules{maxDelay: cfg.MaxDelay, own: cfg.own()},
+		rules:  kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
 		log:    cfg.Logger.With("topic", source),
 		start:  cfg.NowFunc(),
 		parts:  map[int32]*partition{},

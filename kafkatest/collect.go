@@ -3,7 +3,6 @@ package kafkatest
 import (
 	"context"
 	"slices"
-	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -127,19 +126,19 @@ func Header(r *kgo.Record, name string) (string, bool) {
 }
 
 // DeliverAt returns the due time kdelay wrote on a delivered record, in its
-// kdelay-deliver-at header, and fails the test if it is missing or not epoch
-// milliseconds.
+// kdelay-deliver-at header, and fails the test if it is missing or does not
+// parse.
 func DeliverAt(t testing.TB, r *kgo.Record) time.Time {
 	t.Helper()
 	v, ok := Header(r, kdelay.HeaderDeliverAt)
 	if !ok {
 		t.Fatalf("record %q has no %s header", r.Value, kdelay.HeaderDeliverAt)
 	}
-	ms, err := strconv.ParseInt(v, 10, 64)
+	due, err := kdelay.ParseDeliverAt(v)
 	if err != nil {
-		t.Fatalf("record %q: %s %q: %v", r.Value, kdelay.HeaderDeliverAt, v, err)
+		t.Fatalf("record %q: %v", r.Value, err)
 	}
-	return time.UnixMilli(ms)
+	return due
 }
 
 // IDs counts the records by kdelay-id ("" for those without one): a record

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strconv"
 	"strings"
 	"time"
 
@@ -25,7 +24,7 @@ const sendTimeout = 15 * time.Second
 // sendFlags are what `kdelay send` puts on the record besides its value.
 type sendFlags struct {
 	target, delay, at, key, id string
-	keySet                     bool
+	keySet, idSet              bool
 	headers                    []string
 }
 
@@ -45,9 +44,9 @@ gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
 			if err != nil {
 				return usageError{err}
 			}
-			f.keySet = cmd.Flags().Changed("key")
-			ingress := kdelay.Topics{Prefix: cfg.TopicPrefix}.Ingress()
-			r, due, err := f.record(ingress, args[0], time.Now())
+			f.keySet, f.idSet = cmd.Flags().Changed("key"), cmd.Flags().Changed("id")
+			rules := kdelay.Rules{Topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, MaxDelay: cfg.MaxDelay}
+			r, due, err := f.record(rules, args[0], time.Now())
 			if err != nil {
 				return usageError{err}
 			}
@@ -66,17 +65,18 @@ gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
 }
 
 // record builds the ingress record and its due time. Its timestamp is set
-// here, to the millisecond Kafka keeps, because a delay counts from it.
-func (f sendFlags) record(ingress, value string, now time.Time) (*kgo.Record, time.Time, error) {
+// here, to the millisecond Kafka keeps, because a delay counts from it. The
+// record is checked with the server's own rules (kdelay.Parse), so a record
+// kdelay would dead-letter is refused here with the same reason.
+func (f sendFlags) record(rules kdelay.Rules, value string, now time.Time) (*kgo.Record, time.Time, error) {
 	now = now.Truncate(time.Millisecond)
-	if f.target == "" {
+	switch {
+	case f.target == "":
 		return nil, time.Time{}, errors.New("--target is required: name the topic to deliver the record to")
+	case (f.delay == "") == (f.at == ""):
+		return nil, time.Time{}, errors.New("set exactly one of --delay (e.g. 90s) and --at (e.g. 2026-11-22T08:00:00Z)")
 	}
-	due, when, err := f.due(now)
-	if err != nil {
-		return nil, time.Time{}, err
-	}
-	r := &kgo.Record{Topic: ingress, Value: []byte(value), Timestamp: now}
+	r := &kgo.Record{Topic: rules.Topics.Ingress(), Value: []byte(value), Timestamp: now}
 	if f.keySet {
 		r.Key = []byte(f.key)
 	}
@@ -85,76 +85,26 @@ func (f sendFlags) record(ingress, value string, now time.Time) (*kgo.Record, ti
 		switch {
 		case !ok || name == "":
 			return nil, time.Time{}, fmt.Errorf("--header %q is not name=value", h)
-		case isRouting(name):
+		case kdelay.IsRouting(name):
 			return nil, time.Time{}, fmt.Errorf("--header %s: set it with --target, --delay, --at or --id instead", name)
 		}
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: name, Value: []byte(v)})
 	}
-	r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderTarget, Value: []byte(f.target)}, when)
-	if f.id != "" {
+	// The values go as the user wrote them: kdelay reads the same forms.
+	r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderTarget, Value: []byte(f.target)})
+	if f.delay != "" {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte(f.delay)})
+	} else {
+		r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(f.at)})
+	}
+	if f.idSet {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: kdelay.HeaderID, Value: []byte(f.id)})
 	}
-	return r, due, nil
-}
-
-// due checks --delay or --at and returns the due time and the header that
-// says it, with the value as the user wrote it: kdelay reads the same forms.
-func (f sendFlags) due(now time.Time) (time.Time, kgo.RecordHeader, error) {
-	switch {
-	case (f.delay == "") == (f.at == ""):
-		return time.Time{}, kgo.RecordHeader{}, errors.New("set exactly one of --delay (e.g. 90s) and --at (e.g. 2026-11-22T08:00:00Z)")
-	case f.delay != "":
-		d, err := parseDelay(f.delay)
-		if err != nil {
-			return time.Time{}, kgo.RecordHeader{}, err
-		}
-		return ceilMillis(now.Add(d)), kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte(f.delay)}, nil
-	default:
-		at, err := parseAt(f.at)
-		if err != nil {
-			return time.Time{}, kgo.RecordHeader{}, fmt.Errorf("--at %q is neither RFC 3339 such as 2026-11-22T08:00:00Z nor unix epoch milliseconds", f.at)
-		}
-		return ceilMillis(at), kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(f.at)}, nil
+	rt, _, err := kdelay.Parse(now, r.Headers, rules)
+	if err != nil {
+		return nil, time.Time{}, fmt.Errorf("kdelay would dead-letter this record: %w", err)
 	}
-}
-
-// parseDelay reads a delay as kdelay does: milliseconds or a Go duration.
-func parseDelay(s string) (time.Duration, error) {
-	d, err := time.ParseDuration(s)
-	if ms, msErr := strconv.ParseInt(s, 10, 64); msErr == nil {
-		d, err = time.Duration(ms)*time.Millisecond, nil
-	}
-	switch {
-	case err != nil:
-		return 0, fmt.Errorf("--delay %q is neither a Go duration such as 90s or 1h30m nor milliseconds", s)
-	case d < 0:
-		return 0, fmt.Errorf("--delay %s is negative; use 0 or more, or --at for a time", s)
-	}
-	return d, nil
-}
-
-// parseAt reads a time as kdelay does: unix epoch milliseconds or RFC 3339.
-func parseAt(s string) (time.Time, error) {
-	if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-		return time.UnixMilli(ms), nil
-	}
-	return time.Parse(time.RFC3339Nano, s)
-}
-
-// ceilMillis rounds up to the millisecond, as kdelay does with due times.
-func ceilMillis(t time.Time) time.Time {
-	if tr := t.Truncate(time.Millisecond); !tr.Equal(t) {
-		return tr.Add(time.Millisecond)
-	}
-	return t
-}
-
-func isRouting(name string) bool {
-	switch name {
-	case kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID:
-		return true
-	}
-	return false
+	return r, rt.Due, nil
 }
 
 // send produces r, waits for the acknowledgement and prints the record's id
@@ -171,7 +121,7 @@ func send(ctx context.Context, seeds []string, r *kgo.Record, due time.Time, out
 		return sendFailed(err, r.Topic, seeds)
 	}
 	id, _ := header(r, kdelay.HeaderID)
-	id = cmp.Or(id, fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset))
+	id = cmp.Or(id, kdelay.Source(r.Topic, r.Partition, r.Offset))
 	fmt.Fprintf(out, "id=%s due=%s in=%s\n", id, due.UTC().Format(timeFormat), max(time.Until(due), 0).Round(time.Millisecond))
 	return nil
 }

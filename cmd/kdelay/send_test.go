@@ -29,13 +29,13 @@ func TestSendRecord(t *testing.T) {
 			[]string{"kdelay-target=orders", "kdelay-deliver-at=1795334400000"}},
 		{"time in RFC 3339", sendFlags{target: "orders", at: "2026-11-22T09:00:00Z"}, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC),
 			[]string{"kdelay-target=orders", "kdelay-deliver-at=2026-11-22T09:00:00Z"}},
-		{"user headers first, in order, then id", sendFlags{target: "orders", delay: "0", id: "order-42", headers: []string{"b=2", "a=1=one", "b=3"}}, kept,
+		{"user headers first, in order, then id", sendFlags{target: "orders", delay: "0", id: "order-42", idSet: true, headers: []string{"b=2", "a=1=one", "b=3"}}, kept,
 			[]string{"b=2", "a=1=one", "b=3", "kdelay-target=orders", "kdelay-delay=0", "kdelay-id=order-42"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			r, due, err := tt.flags.record("kdelay.ingress", "hello", now)
+			r, due, err := tt.flags.record(kdelay.Rules{}, "hello", now)
 			if err != nil {
 				t.Fatalf("record: %v", err)
 			}
@@ -52,8 +52,8 @@ func TestSendRecord(t *testing.T) {
 
 	t.Run("key only when given", func(t *testing.T) {
 		t.Parallel()
-		without, _, _ := sendFlags{target: "orders", delay: "1s"}.record("kdelay.ingress", "v", now)
-		empty, _, _ := sendFlags{target: "orders", delay: "1s", keySet: true}.record("kdelay.ingress", "v", now)
+		without, _, _ := sendFlags{target: "orders", delay: "1s"}.record(kdelay.Rules{}, "v", now)
+		empty, _, _ := sendFlags{target: "orders", delay: "1s", keySet: true}.record(kdelay.Rules{}, "v", now)
 		if without.Key != nil || empty.Key == nil {
 			t.Errorf("got keys %q and %q, want null without --key and empty with --key ''", without.Key, empty.Key)
 		}
@@ -70,16 +70,21 @@ func TestSendRecordErrors(t *testing.T) {
 		{"no target", sendFlags{delay: "1s"}, "--target is required"},
 		{"neither delay nor time", sendFlags{target: "orders"}, "set exactly one of --delay"},
 		{"both delay and time", sendFlags{target: "orders", delay: "1s", at: "1"}, "set exactly one of --delay"},
-		{"bad delay", sendFlags{target: "orders", delay: "soon"}, `--delay "soon" is neither a Go duration such as 90s or 1h30m nor milliseconds`},
-		{"negative delay", sendFlags{target: "orders", delay: "-1s"}, "--delay -1s is negative; use 0 or more, or --at for a time"},
-		{"bad time", sendFlags{target: "orders", at: "tomorrow"}, `--at "tomorrow" is neither RFC 3339`},
+		{"bad delay", sendFlags{target: "orders", delay: "soon"}, `kdelay would dead-letter this record: kdelay-delay "soon" is neither integer milliseconds nor a Go duration`},
+		{"negative delay", sendFlags{target: "orders", delay: "-1s"}, `kdelay-delay "-1s" is negative`},
+		{"bad time", sendFlags{target: "orders", at: "tomorrow"}, `kdelay-deliver-at "tomorrow" is neither unix epoch milliseconds nor RFC 3339`},
+		{"offset past 23:59", sendFlags{target: "orders", at: "2026-11-22T08:00:00+24:00"}, "offset 24:00 is out of range"},
+		{"invalid target", sendFlags{target: "bad topic!", delay: "1s"}, `kdelay-target "bad topic!" is not a valid topic name`},
+		{"target is the DLQ", sendFlags{target: "kdelay.dlq", delay: "1s"}, `kdelay's own topic "kdelay.dlq"`},
+		{"delay beyond max-delay", sendFlags{target: "orders", delay: "10000h"}, "more than the maximum delay 9600h0m0s (max-delay) away"},
+		{"empty id", sendFlags{target: "orders", delay: "1s", idSet: true}, "kdelay-id is empty"},
 		{"header without value", sendFlags{target: "orders", delay: "1s", headers: []string{"trace"}}, `--header "trace" is not name=value`},
 		{"routing header", sendFlags{target: "orders", delay: "1s", headers: []string{kdelay.HeaderID + "=x"}}, "--header kdelay-id: set it with --target, --delay, --at or --id instead"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			_, _, err := tt.flags.record("kdelay.ingress", "hello", time.Now())
+			_, _, err := tt.flags.record(kdelay.Rules{}, "hello", time.Now())
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("got error %v, want %q", err, tt.want)
 			}

@@ -37,19 +37,23 @@ type sent struct {
 func traffic(target, ingress string, now time.Time) []sent {
 	var rs []sent
 	for _, delay := range []string{"0", "300", "999", "1000", "1.4s", "1500", "2000", "2300", "3s", "3700", "4.2s", "5000", "5300", "6s"} {
-		d, _ := parseDelay(delay)
+		d, _ := kdelay.ParseDelay(delay)
 		for _, key := range []string{"a", "b"} {
 			rs = append(rs, good("delay-"+delay+"-"+key, key, target, kdelay.HeaderDelay+"="+delay,
-				func(ts time.Time) time.Time { return ceilMillis(ts.Add(d)) }))
+				func(ts time.Time) time.Time { return kdelay.CeilMillis(ts.Add(d)) }))
 		}
 	}
 	for name, at := range map[string]time.Time{
 		"at-ms": now.Add(2500 * time.Millisecond), "at-rfc3339": now.Add(3300 * time.Millisecond), "at-past": now.Add(-time.Hour),
+		"at-rfc3339-lower-case": now.Add(2800 * time.Millisecond),
 	} {
 		at = at.Truncate(time.Millisecond)
 		text := strconv.FormatInt(at.UnixMilli(), 10)
-		if name == "at-rfc3339" {
+		switch name {
+		case "at-rfc3339":
 			text = at.UTC().Format(time.RFC3339Nano)
+		case "at-rfc3339-lower-case": // RFC 3339 allows t and z
+			text = strings.ToLower(at.UTC().Format(time.RFC3339Nano))
 		}
 		rs = append(rs, good(name, "c", target, kdelay.HeaderDeliverAt+"="+text, func(time.Time) time.Time { return at }))
 	}
@@ -62,6 +66,12 @@ func traffic(target, ingress string, now time.Time) []sent {
 		sent{value: "bad-delay", headers: []string{to, kdelay.HeaderDelay + "=soon"}, bad: kdelay.HeaderDelay},
 		sent{value: "bad-negative", headers: []string{to, kdelay.HeaderDelay + "=-5s"}, bad: kdelay.HeaderDelay},
 		sent{value: "bad-deliver-at", headers: []string{to, kdelay.HeaderDeliverAt + "=tomorrow"}, bad: kdelay.HeaderDeliverAt},
+		sent{value: "bad-deliver-at-negative", headers: []string{to, kdelay.HeaderDeliverAt + "=-1"}, bad: "is negative"},
+		// An hour from now written with the offset +24:00, which RFC 3339
+		// does not allow: read as Go reads it, it is 23 hours ago.
+		sent{value: "bad-offset-24h", headers: []string{to, kdelay.HeaderDeliverAt + "=" +
+			now.Add(time.Hour).In(time.FixedZone("", 24*3600)).Format("2006-01-02T15:04:05") + "+24:00"}, bad: "offset 24:00 is out of range"},
+		sent{value: "bad-empty-id", headers: []string{to, soon, kdelay.HeaderID + "="}, bad: "kdelay-id is empty"},
 	)
 }
 

@@ -107,7 +107,7 @@ func lateness(r *kgo.Record, arrived time.Time) string {
 	if !ok {
 		return "-"
 	}
-	due, err := parseAt(v)
+	due, err := kdelay.ParseDeliverAt(v)
 	if err != nil {
 		return "-"
 	}

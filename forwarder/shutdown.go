@@ -1,0 +1,46 @@
+package forwarder
+
+import (
+	"context"
+	"time"
+)
+
+// shutdown runs once fetching has stopped. It delivers held records as they
+// fall due (they are due within the smallest level), waits for in-flight
+// produces, commits, and leaves the group, all within ShutdownTimeout. A
+// clean stop thus leaves nothing to re-deliver; whatever the timeout cuts off
+// stays uncommitted and is re-read by the next owner.
+func (w *worker) shutdown() {
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	defer cancel()
+	w.drainHeld(ctx)
+	if err := w.cl.Flush(ctx); err != nil {
+		w.log.Warn("flush_on_shutdown_failed", "err", err)
+	}
+	w.mu.Lock()
+	w.applyAcks(w.cfg.NowFunc())
+	w.commit(ctx, w.cfg.NowFunc(), true)
+	w.mu.Unlock()
+	w.cl.CloseAllowingRebalance()
+}
+
+// drainHeld produces held records at their due times until none is left.
+func (w *worker) drainHeld(ctx context.Context) {
+	for {
+		w.mu.Lock()
+		now := w.cfg.NowFunc()
+		w.applyAcks(now)
+		soonest := w.releaseHeld(now)
+		w.mu.Unlock()
+		if soonest.IsZero() {
+			return
+		}
+		timer := time.NewTimer(soonest.Sub(now))
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}

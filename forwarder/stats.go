@@ -1,0 +1,18 @@
+package forwarder
+
+// Stats counts what a Forwarder did since it started.
+type Stats struct {
+	Delivered    int64 // records produced to their target
+	Hopped       int64 // records produced to a level topic
+	Held         int64 // remainders below the smallest level held until due
+	DeadLettered int64 // records produced to the DLQ
+	Retried      int64 // produces that failed and were tried again
+}
+
+func (s *Stats) add(o Stats) {
+	s.Delivered += o.Delivered
+	s.Hopped += o.Hopped
+	s.Held += o.Held
+	s.DeadLettered += o.DeadLettered
+	s.Retried += o.Retried
+}
