@@ -313,3 +313,44 @@ func TestClientFlags(t *testing.T) {
 		t.Errorf("got prefix %q seeds %v, want orders and the listen address from the environment", c.TopicPrefix, c.Seeds())
 	}
 }
+
+// TestConfigProblemOrder checks that Load reports problems in the order of the
+// keys in --help, whichever source set them and whatever check found them,
+// the same on every run.
+func TestConfigProblemOrder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "kdelay.yaml")
+	if err := os.WriteFile(path, []byte("shutdown-timeout: 0s\nlevels: [1x]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := sources{
+		env:  []string{"KDELAY_MODE=fast", "KDELAY_CONFIG=" + path},
+		args: []string{"--partitions=0", "--brokers=kafka1", "--log-format=xml", "--check-interval=soon"},
+	}
+	want := []string{"brokers", "levels", "partitions", "mode", "check-interval", "shutdown-timeout", "log-format"}
+	_, first := load(t, src)
+	if first == nil {
+		t.Fatal("Load succeeded with seven bad values")
+	}
+	var got []string
+	for line := range strings.Lines(first.Error()) {
+		key, _, _ := strings.Cut(line, ":")
+		got = append(got, key)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load reported the keys in this order:\n%v\nwant:\n%v\nerror:\n%v", got, want, first)
+	}
+	for range 10 {
+		if _, err := load(t, src); err == nil || err.Error() != first.Error() {
+			t.Fatalf("Load reported the same problems differently:\n%v\nthen:\n%v", first, err)
+		}
+	}
+
+	t.Run("a check of the embedded broker is in key order too", func(t *testing.T) {
+		t.Parallel()
+		_, err := load(t, sources{args: []string{"--data-dir=", "--mode=fast"}})
+		if err == nil || !strings.HasPrefix(err.Error(), "data-dir: ") || !strings.Contains(err.Error(), "\nmode: ") {
+			t.Errorf("error:\n%v\nwant data-dir's problem, then mode's", err)
+		}
+	})
+}

@@ -78,6 +78,11 @@ func days(d time.Duration) string {
 	return strconv.Itoa(int(d/(24*time.Hour))) + " days"
 }
 
+// position is the place of a key in keys(), for sorting.
+func position(name string) int {
+	return slices.IndexFunc(keys(), func(k key) bool { return k.name == name })
+}
+
 func lookup(name string) (key, bool) {
 	for _, k := range keys() {
 		if k.name == name {

@@ -180,32 +180,40 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate reports every problem of c in the order of kdelay's settings
+// (kdelay serve --help), so that the same mistakes read the same every time.
 func (c Config) validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("brokers: no seed brokers; list at least one host:port"))
+	fail := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if c.Mode != ModeExact && c.Mode != ModePoll {
-		errs = append(errs, fmt.Errorf("mode: %q is not a mode; use %q or %q", c.Mode, ModeExact, ModePoll))
-	}
-	for name, d := range map[string]time.Duration{
-		"check-interval": c.CheckInterval, "fetch-max-wait": c.FetchMaxWait, "max-delay": c.MaxDelay,
-		"commit-interval": c.CommitInterval, "shutdown-timeout": c.ShutdownTimeout, "session-timeout": c.SessionTimeout, "retention-headroom": c.RetentionHeadroom,
-	} {
+	negative := func(key string, d, def time.Duration) {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s: %s is negative; use a positive duration such as 100ms", name, d))
+			fail(key, "%s is negative; use a positive duration, or 0 for the default %s", d, def)
 		}
 	}
+	if len(c.Brokers) == 0 {
+		fail("brokers", "no seed brokers; list at least one host:port")
+	}
 	if c.Partitions < 1 {
-		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
+		fail("partitions", "%d; use at least 1", c.Partitions)
 	}
 	if need := c.Levels.Largest().Delay + c.RetentionHeadroom; c.Retention < need {
-		errs = append(errs, fmt.Errorf("retention: %s is shorter than the largest level %s plus %s of headroom; use at least %s",
-			c.Retention, c.Levels.Largest().Name, c.RetentionHeadroom, need))
+		fail("retention", "%s is shorter than the largest level %s plus %s of headroom; use at least %s",
+			c.Retention, c.Levels.Largest().Name, c.RetentionHeadroom, need)
 	}
+	negative("retention-headroom", c.RetentionHeadroom, DefaultRetentionHeadroom)
+	if c.Mode != ModeExact && c.Mode != ModePoll {
+		fail("mode", "%q is not a mode; use %q or %q", c.Mode, ModeExact, ModePoll)
+	}
+	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
+	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)
 	if c.MaxDelay < c.Levels.Smallest().Delay {
-		errs = append(errs, fmt.Errorf("max-delay: %s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name))
+		fail("max-delay", "%s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name)
 	}
+	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
+	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
+	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)
 	return errors.Join(errs...)
 }
 
