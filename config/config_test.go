@@ -354,3 +354,35 @@ func TestConfigProblemOrder(t *testing.T) {
 		}
 	})
 }
+
+// TestConfigFileProblemsTogether checks that a file with unknown keys and bad
+// values gets one error listing all of them, each with its key, the file and
+// the fix: unknown keys first, since a misspelt key is why its setting kept
+// its default, then the values in key order.
+func TestConfigFileProblemsTogether(t *testing.T) {
+	t.Parallel()
+	yaml := "chek-interval: 100ms\npartitions: 0\nkafka:\n  brokers: [a:9092]\nmode: fast\n"
+	path := filepath.Join(t.TempDir(), "kdelay.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("kdelay", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse([]string{"--config", path, "--fetch-max-wait=1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(fs, nil)
+	if err == nil {
+		t.Fatal("Load succeeded with two unknown keys and three bad values")
+	}
+	want := []string{
+		`config file ` + path + `: unknown key "chek-interval"; did you mean "check-interval"?`,
+		`config file ` + path + `: unknown key "kafka"; remove it; kdelay serve --help lists the keys`,
+		`partitions: 0 is out of range; use at least 1 (from ` + path + `)`,
+		`mode: "fast" is not one of exact, poll; use one of them (from ` + path + `)`,
+		`fetch-max-wait: "1" is not a Go duration such as 500ms (from --fetch-max-wait)`,
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Errorf("error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}

@@ -69,11 +69,11 @@ func (d *decoder) fail(name, format string, args ...any) {
 	d.problems = append(d.problems, problem{name, errors.New(msg)})
 }
 
-// err joins the problems in the order of the keys (that of --help), so that
-// the same mistakes always read the same.
+// err joins the file's unknown keys, then the bad values in the order of the
+// keys (that of --help), so that the same mistakes always read the same.
 func (d *decoder) err() error {
 	slices.SortStableFunc(d.problems, func(a, b problem) int { return cmp.Compare(position(a.key), position(b.key)) })
-	var errs []error
+	errs := slices.Clone(d.unknown)
 	for _, p := range d.problems {
 		errs = append(errs, p.err)
 	}
