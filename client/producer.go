@@ -31,8 +31,8 @@ type ProducerConfig struct {
 	Levels levels.Set
 
 	// MaxDelay is the longest delay Send accepts: the server's max-delay,
-	// beyond which it dead-letters records. Default 400 days, the server's
-	// default.
+	// beyond which it dead-letters records. Default kdelay.DefaultMaxDelay,
+	// 400 days, the server's default.
 	MaxDelay time.Duration
 
 	// NowFunc returns the current time. Default time.Now.
@@ -49,7 +49,7 @@ func (c ProducerConfig) WithDefaults() ProducerConfig {
 	if len(c.Levels) == 0 {
 		c.Levels = levels.Default()
 	}
-	c.MaxDelay = cmp.Or(c.MaxDelay, 400*24*time.Hour)
+	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}

@@ -15,7 +15,6 @@
 package config
 
 import (
-	"errors"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -138,8 +137,9 @@ func configPath(fs *pflag.FlagSet, environ []string) string {
 // loader merges the sources in order of precedence, remembering which one
 // set each key so that an error can say where to fix it.
 type loader struct {
-	k    *koanf.Koanf
-	from map[string]string // key → flag, variable or file that set it; "" for the default
+	k       *koanf.Koanf
+	from    map[string]string // key → flag, variable or file that set it; "" for the default
+	unknown []error           // keys of the file kdelay does not know
 }
 
 func (l *loader) load(p koanf.Provider, parser koanf.Parser, source func(key string) string) error {
@@ -157,22 +157,25 @@ func (l *loader) merge(layer *koanf.Koanf, source func(key string) string) error
 	return l.k.Merge(layer)
 }
 
-// loadFile loads the YAML file at path, refusing keys kdelay does not know:
-// a misspelt key would otherwise be ignored and its default used silently.
+// loadFile loads the YAML file at path. It records the keys kdelay does not
+// know, for Load to refuse: a misspelt key would otherwise be ignored and its
+// default used silently. It merges the others, so that one error reports
+// their bad values too and a user fixes the file in one go.
 func (l *loader) loadFile(path string) error {
 	layer := koanf.New(".")
 	if err := layer.Load(file.Provider(path), yaml.Parser()); err != nil {
 		return fmt.Errorf("config file %s: %w; fix the file or the path given to --%s or %s", path, err, FlagConfig, EnvConfig)
 	}
-	var errs []error
+	var unknown []string
 	for name := range layer.Raw() {
 		if _, ok := lookup(name); !ok {
-			errs = append(errs, fmt.Errorf("config file %s: unknown key %q; %s", path, name, suggest(name)))
+			unknown = append(unknown, name)
+			layer.Delete(name)
 		}
 	}
-	if len(errs) > 0 {
-		slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
-		return errors.Join(errs...)
+	slices.Sort(unknown)
+	for _, name := range unknown {
+		l.unknown = append(l.unknown, fmt.Errorf("config file %s: unknown key %q; %s", path, name, suggest(name)))
 	}
 	return l.merge(layer, func(string) string { return path })
 }

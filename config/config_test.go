@@ -313,3 +313,76 @@ func TestClientFlags(t *testing.T) {
 		t.Errorf("got prefix %q seeds %v, want orders and the listen address from the environment", c.TopicPrefix, c.Seeds())
 	}
 }
+
+// TestConfigProblemOrder checks that Load reports problems in the order of the
+// keys in --help, whichever source set them and whatever check found them,
+// the same on every run.
+func TestConfigProblemOrder(t *testing.T) {
+	t.Parallel()
+	path := filepath.Join(t.TempDir(), "kdelay.yaml")
+	if err := os.WriteFile(path, []byte("shutdown-timeout: 0s\nlevels: [1x]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	src := sources{
+		env:  []string{"KDELAY_MODE=fast", "KDELAY_CONFIG=" + path},
+		args: []string{"--partitions=0", "--brokers=kafka1", "--log-format=xml", "--check-interval=soon"},
+	}
+	want := []string{"brokers", "levels", "partitions", "mode", "check-interval", "shutdown-timeout", "log-format"}
+	_, first := load(t, src)
+	if first == nil {
+		t.Fatal("Load succeeded with seven bad values")
+	}
+	var got []string
+	for line := range strings.Lines(first.Error()) {
+		key, _, _ := strings.Cut(line, ":")
+		got = append(got, key)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("Load reported the keys in this order:\n%v\nwant:\n%v\nerror:\n%v", got, want, first)
+	}
+	for range 10 {
+		if _, err := load(t, src); err == nil || err.Error() != first.Error() {
+			t.Fatalf("Load reported the same problems differently:\n%v\nthen:\n%v", first, err)
+		}
+	}
+
+	t.Run("a check of the embedded broker is in key order too", func(t *testing.T) {
+		t.Parallel()
+		_, err := load(t, sources{args: []string{"--data-dir=", "--mode=fast"}})
+		if err == nil || !strings.HasPrefix(err.Error(), "data-dir: ") || !strings.Contains(err.Error(), "\nmode: ") {
+			t.Errorf("error:\n%v\nwant data-dir's problem, then mode's", err)
+		}
+	})
+}
+
+// TestConfigFileProblemsTogether checks that a file with unknown keys and bad
+// values gets one error listing all of them, each with its key, the file and
+// the fix: unknown keys first, since a misspelt key is why its setting kept
+// its default, then the values in key order.
+func TestConfigFileProblemsTogether(t *testing.T) {
+	t.Parallel()
+	yaml := "chek-interval: 100ms\npartitions: 0\nkafka:\n  brokers: [a:9092]\nmode: fast\n"
+	path := filepath.Join(t.TempDir(), "kdelay.yaml")
+	if err := os.WriteFile(path, []byte(yaml), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	fs := pflag.NewFlagSet("kdelay", pflag.ContinueOnError)
+	AddFlags(fs)
+	if err := fs.Parse([]string{"--config", path, "--fetch-max-wait=1"}); err != nil {
+		t.Fatal(err)
+	}
+	_, err := Load(fs, nil)
+	if err == nil {
+		t.Fatal("Load succeeded with two unknown keys and three bad values")
+	}
+	want := []string{
+		`config file ` + path + `: unknown key "chek-interval"; did you mean "check-interval"?`,
+		`config file ` + path + `: unknown key "kafka"; remove it; kdelay serve --help lists the keys`,
+		`partitions: 0 is out of range; use at least 1 (from ` + path + `)`,
+		`mode: "fast" is not one of exact, poll; use one of them (from ` + path + `)`,
+		`fetch-max-wait: "1" is not a Go duration such as 500ms (from --fetch-max-wait)`,
+	}
+	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
+		t.Errorf("error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))
+	}
+}

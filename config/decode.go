@@ -1,12 +1,14 @@
 package config
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
 	"math"
 	"net"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -43,14 +45,20 @@ func (l *loader) decode() (Config, error) {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
 	}
 	d.crossCheck(c)
-	return c, errors.Join(d.errs...)
+	return c, d.err()
 }
 
 // decoder reads typed values, recording each problem with its key and the
 // source of the value.
 type decoder struct {
 	*loader
-	errs []error
+	problems []problem
+}
+
+// problem is one bad value.
+type problem struct {
+	key string
+	err error
 }
 
 func (d *decoder) fail(name, format string, args ...any) {
@@ -58,7 +66,18 @@ func (d *decoder) fail(name, format string, args ...any) {
 	if src := d.from[name]; src != "" {
 		msg += " (from " + src + ")"
 	}
-	d.errs = append(d.errs, errors.New(msg))
+	d.problems = append(d.problems, problem{name, errors.New(msg)})
+}
+
+// err joins the file's unknown keys, then the bad values in the order of the
+// keys (that of --help), so that the same mistakes always read the same.
+func (d *decoder) err() error {
+	slices.SortStableFunc(d.problems, func(a, b problem) int { return cmp.Compare(position(a.key), position(b.key)) })
+	errs := slices.Clone(d.unknown)
+	for _, p := range d.problems {
+		errs = append(errs, p.err)
+	}
+	return errors.Join(errs...)
 }
 
 // text is a single value as text: YAML numbers and booleans are accepted
@@ -224,7 +243,7 @@ func (d *decoder) topicPrefix() string {
 // the forwarder repeats these checks, but a mistake is better reported
 // before an embedded broker starts.
 func (d *decoder) crossCheck(c Config) {
-	if len(d.errs) > 0 {
+	if len(d.problems) > 0 {
 		return
 	}
 	if need := c.Levels.Largest().Delay + c.RetentionHeadroom; c.Retention < need {

@@ -2,10 +2,14 @@ package config
 
 import (
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -29,29 +33,54 @@ type key struct {
 	usage string
 }
 
-// keys lists every setting, in the order of --help and of the README.
+// keys lists every setting, in the order of --help and of the README. The
+// defaults of settings the library has too are the library's own, so that
+// kdelay serve and a program using package forwarder behave alike.
 func keys() []key {
 	return []key{
 		{"brokers", kindList, "", "Kafka seed brokers, host:port, comma-separated; empty runs an embedded broker"},
 		{"listen", kindString, DefaultListen, "host:port the embedded broker listens on and advertises"},
 		{"data-dir", kindString, "./kdelay-data", "directory where the embedded broker keeps its data, so pending records survive a restart"},
-		{"topic-prefix", kindString, "kdelay", "prefix of kdelay's topics: <prefix>.ingress, <prefix>.level.<delay>, <prefix>.dlq"},
-		{"levels", kindList, strings.Join(levels.DefaultNames, ","), "delay levels, Go durations, comma-separated"},
-		{"partitions", kindInt, "6", "partitions of the topics kdelay creates"},
-		{"replication-factor", kindInt, "-1", "replication factor of the topics kdelay creates; -1 uses the broker's default"},
-		{"retention", kindDuration, "168h", "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
-		{"retention-headroom", kindDuration, "1h", "how much longer than its level a level topic must keep records: how long kdelay may be down"},
-		{"group", kindString, "kdelay", "consumer group prefix; kdelay processes sharing it share the work"},
-		{"mode", kindString, "exact", "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
-		{"check-interval", kindDuration, "100ms", "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
-		{"fetch-max-wait", kindDuration, "500ms", "longest a fetch waits for new records"},
-		{"max-delay", kindDuration, "9600h", "longest delay accepted; longer ones go to the dead-letter topic"},
-		{"commit-interval", kindDuration, "1s", "how often forwarded offsets are committed; a crash repeats at most this much work"},
-		{"session-timeout", kindDuration, "45s", "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
-		{"shutdown-timeout", kindDuration, "10s", "how long shutdown waits for held records and in-flight produces"},
+		{"topic-prefix", kindString, kdelay.DefaultPrefix, "prefix of kdelay's topics: <prefix>.ingress, <prefix>.level.<delay>, <prefix>.dlq"},
+		{"levels", kindList, strings.Join(levels.Default().Names(), ","), "delay levels, Go durations, comma-separated"},
+		{"partitions", kindInt, strconv.Itoa(int(forwarder.DefaultPartitions)), "partitions of the topics kdelay creates"},
+		{"replication-factor", kindInt, strconv.Itoa(int(forwarder.DefaultReplicationFactor)), "replication factor of the topics kdelay creates; -1 uses the broker's default"},
+		{"retention", kindDuration, durationText(forwarder.DefaultRetention), "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
+		{"retention-headroom", kindDuration, durationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
+		{"group", kindString, forwarder.DefaultGroup, "consumer group prefix; kdelay processes sharing it share the work"},
+		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
+		{"check-interval", kindDuration, durationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
+		{"fetch-max-wait", kindDuration, durationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
+		{"max-delay", kindDuration, durationText(kdelay.DefaultMaxDelay),
+			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
+		{"commit-interval", kindDuration, durationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
+		{"session-timeout", kindDuration, durationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
+		{"shutdown-timeout", kindDuration, durationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
 		{"log-level", kindString, "info", "debug, info, warn or error"},
 		{"log-format", kindString, "text", "text or json"},
 	}
+}
+
+// durationText writes d as a person would: 1h rather than Go's 1h0m0s.
+func durationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}
+
+// days writes d in whole days: Go durations stop at hours.
+func days(d time.Duration) string {
+	return strconv.Itoa(int(d/(24*time.Hour))) + " days"
+}
+
+// position is the place of a key in keys(), for sorting.
+func position(name string) int {
+	return slices.IndexFunc(keys(), func(k key) bool { return k.name == name })
 }
 
 func lookup(name string) (key, bool) {

@@ -127,7 +127,7 @@ func ingress(cfg Config, target string, value string, headers ...string) *kgo.Re
 // arrives exactly once and none before its due time.
 func TestNeverEarly(t *testing.T) {
 	t.Parallel()
-	inBubble(t, levels.DefaultNames, func(b *bubble) {
+	inBubble(t, levels.Default().Names(), func(b *bubble) {
 		b.cfg.CheckInterval = time.Minute // exact mode needs no polling; fewer idle wake-ups keep the test fast
 		stop := b.run(b.cfg)
 		defer stop()

@@ -27,13 +27,60 @@ const (
 	ModePoll Mode = "poll"
 )
 
+// Defaults of Config, exported so that kdelay's command line offers the same
+// ones as the library: a default written in two places drifts. The topic
+// prefix and the longest delay are the wire contract's, kdelay.DefaultPrefix
+// and kdelay.DefaultMaxDelay; the levels are levels.Default().
+const (
+	// DefaultGroup prefixes the consumer groups.
+	DefaultGroup = "kdelay"
+
+	// DefaultMode wakes each level exactly when its head is due.
+	DefaultMode = ModeExact
+
+	// DefaultCheckInterval is poll mode's tick, which its records can be
+	// late by; an idle forwarder wakes ten times a second, which costs next
+	// to nothing.
+	DefaultCheckInterval = 100 * time.Millisecond
+
+	// DefaultFetchMaxWait is a tenth of franz-go's 5s: a paused partition is
+	// resumed this long before its head is due, and a shorter lead fetches
+	// fewer records before they are due.
+	DefaultFetchMaxWait = 500 * time.Millisecond
+
+	// DefaultCommitInterval bounds the work a crash repeats to one second's.
+	DefaultCommitInterval = time.Second
+
+	// DefaultSessionTimeout is Kafka's default session.timeout.ms (KIP-735).
+	DefaultSessionTimeout = 45 * time.Second
+
+	// DefaultShutdownTimeout bounds a stop or a revoke.
+	DefaultShutdownTimeout = 10 * time.Second
+
+	// DefaultPartitions is the partition count of created topics: the most
+	// kdelay processes that can share one level.
+	DefaultPartitions int32 = 6
+
+	// DefaultReplicationFactor uses the broker's default.replication.factor.
+	DefaultReplicationFactor int16 = -1
+
+	// DefaultRetention keeps records for 7 days, Kafka's default
+	// retention.ms: far more than the largest default level plus headroom.
+	DefaultRetention = 7 * 24 * time.Hour
+
+	// DefaultRetentionHeadroom lets kdelay be down an hour without a level
+	// topic deleting records that still wait in it.
+	DefaultRetentionHeadroom = time.Hour
+)
+
 // Config configures a Forwarder. The zero value of every field but Brokers
 // is replaced by its default in WithDefaults.
 type Config struct {
 	// Brokers are the seed brokers. Required.
 	Brokers []string
 
-	// Topics names kdelay's topics. Default prefix "kdelay".
+	// Topics names kdelay's topics. Default prefix kdelay.DefaultPrefix,
+	// "kdelay".
 	Topics kdelay.Topics
 
 	// Levels are the delay levels. Default levels.Default(), 1s to 2h.
@@ -41,55 +88,58 @@ type Config struct {
 
 	// Group prefixes the consumer group of each forwarder: "<group>.ingress",
 	// "<group>.level.1s". Every kdelay process that shares it shares the
-	// work. Default "kdelay".
+	// work. Default DefaultGroup, "kdelay".
 	Group string
 
-	// Mode is ModeExact (default) or ModePoll.
+	// Mode is ModeExact or ModePoll. Default DefaultMode, ModeExact.
 	Mode Mode
 
 	// CheckInterval is the longest a forwarder sleeps without looking at its
-	// partitions, and the tick of ModePoll. Default 100ms.
+	// partitions, and the tick of ModePoll. Default DefaultCheckInterval,
+	// 100ms.
 	CheckInterval time.Duration
 
 	// FetchMaxWait bounds how long a fetch waits for new records. A
 	// partition resumed while a fetch is in flight is fetched after it ends,
 	// so a paused partition is resumed this long (plus CheckInterval) before
-	// its last buffered record is due. Default 500ms.
+	// its last buffered record is due. Default DefaultFetchMaxWait, 500ms.
 	FetchMaxWait time.Duration
 
 	// MaxDelay is the longest delay accepted; longer ones are dead-lettered.
-	// Default 400 days.
+	// Default kdelay.DefaultMaxDelay, 400 days.
 	MaxDelay time.Duration
 
 	// CommitInterval is how often handed-on offsets are committed. A crash
-	// re-delivers at most this much work. Default 1s.
+	// re-delivers at most this much work. Default DefaultCommitInterval, 1s.
 	CommitInterval time.Duration
 
 	// SessionTimeout is how long a consumer group waits for a member that
 	// stopped answering (a crashed or frozen kdelay) before handing its
 	// partitions to the others; their records wait that long. The broker
-	// bounds it (group.min.session.timeout.ms, 6s by default). Default 45s.
+	// bounds it (group.min.session.timeout.ms, 6s by default). Default
+	// DefaultSessionTimeout, 45s.
 	SessionTimeout time.Duration
 
 	// ShutdownTimeout bounds how long shutdown and a revoke wait for
-	// in-flight produces. Default 10s.
+	// in-flight produces. Default DefaultShutdownTimeout, 10s.
 	ShutdownTimeout time.Duration
 
 	// Partitions is the partition count of the topics kdelay creates.
-	// Default 6.
+	// Default DefaultPartitions, 6.
 	Partitions int32
 
 	// ReplicationFactor of the topics kdelay creates; -1 uses the broker's
-	// default.replication.factor. Default -1.
+	// default.replication.factor. Default DefaultReplicationFactor, -1.
 	ReplicationFactor int16
 
 	// Retention is retention.ms of the topics kdelay creates. It must exceed
-	// the largest level by at least RetentionHeadroom. Default 7 days.
+	// the largest level by at least RetentionHeadroom. Default
+	// DefaultRetention, 7 days.
 	Retention time.Duration
 
 	// RetentionHeadroom is how much longer than its level an existing level
 	// topic must keep records, so that records survive kdelay being down
-	// that long. Default 1h.
+	// that long. Default DefaultRetentionHeadroom, 1h.
 	RetentionHeadroom time.Duration
 
 	// ClientOpts are added to every Kafka client kdelay makes: TLS, SASL,
@@ -109,18 +159,18 @@ func (c Config) WithDefaults() Config {
 	if len(c.Levels) == 0 {
 		c.Levels = levels.Default()
 	}
-	c.Group = cmp.Or(c.Group, "kdelay")
-	c.Mode = cmp.Or(c.Mode, ModeExact)
-	c.CheckInterval = cmp.Or(c.CheckInterval, 100*time.Millisecond)
-	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, 500*time.Millisecond)
-	c.MaxDelay = cmp.Or(c.MaxDelay, 400*24*time.Hour)
-	c.CommitInterval = cmp.Or(c.CommitInterval, time.Second)
-	c.SessionTimeout = cmp.Or(c.SessionTimeout, 45*time.Second)
-	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, 10*time.Second)
-	c.Partitions = cmp.Or(c.Partitions, 6)
-	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, -1)
-	c.Retention = cmp.Or(c.Retention, 7*24*time.Hour)
-	c.RetentionHeadroom = cmp.Or(c.RetentionHeadroom, time.Hour)
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Mode = cmp.Or(c.Mode, DefaultMode)
+	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
+	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
+	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
+	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	c.Retention = cmp.Or(c.Retention, DefaultRetention)
+	c.RetentionHeadroom = cmp.Or(c.RetentionHeadroom, DefaultRetentionHeadroom)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -130,32 +180,40 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
+// validate reports every problem of c in the order of kdelay's settings
+// (kdelay serve --help), so that the same mistakes read the same every time.
 func (c Config) validate() error {
 	var errs []error
-	if len(c.Brokers) == 0 {
-		errs = append(errs, errors.New("brokers: no seed brokers; list at least one host:port"))
+	fail := func(key, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("%s: %s", key, fmt.Sprintf(format, args...)))
 	}
-	if c.Mode != ModeExact && c.Mode != ModePoll {
-		errs = append(errs, fmt.Errorf("mode: %q is not a mode; use %q or %q", c.Mode, ModeExact, ModePoll))
-	}
-	for name, d := range map[string]time.Duration{
-		"check-interval": c.CheckInterval, "fetch-max-wait": c.FetchMaxWait, "max-delay": c.MaxDelay,
-		"commit-interval": c.CommitInterval, "shutdown-timeout": c.ShutdownTimeout, "session-timeout": c.SessionTimeout, "retention-headroom": c.RetentionHeadroom,
-	} {
+	negative := func(key string, d, def time.Duration) {
 		if d < 0 {
-			errs = append(errs, fmt.Errorf("%s: %s is negative; use a positive duration such as 100ms", name, d))
+			fail(key, "%s is negative; use a positive duration, or 0 for the default %s", d, def)
 		}
 	}
+	if len(c.Brokers) == 0 {
+		fail("brokers", "no seed brokers; list at least one host:port")
+	}
 	if c.Partitions < 1 {
-		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
+		fail("partitions", "%d; use at least 1", c.Partitions)
 	}
 	if need := c.Levels.Largest().Delay + c.RetentionHeadroom; c.Retention < need {
-		errs = append(errs, fmt.Errorf("retention: %s is shorter than the largest level %s plus %s of headroom; use at least %s",
-			c.Retention, c.Levels.Largest().Name, c.RetentionHeadroom, need))
+		fail("retention", "%s is shorter than the largest level %s plus %s of headroom; use at least %s",
+			c.Retention, c.Levels.Largest().Name, c.RetentionHeadroom, need)
 	}
+	negative("retention-headroom", c.RetentionHeadroom, DefaultRetentionHeadroom)
+	if c.Mode != ModeExact && c.Mode != ModePoll {
+		fail("mode", "%q is not a mode; use %q or %q", c.Mode, ModeExact, ModePoll)
+	}
+	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
+	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)
 	if c.MaxDelay < c.Levels.Smallest().Delay {
-		errs = append(errs, fmt.Errorf("max-delay: %s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name))
+		fail("max-delay", "%s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name)
 	}
+	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
+	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
+	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)
 	return errors.Join(errs...)
 }
 

@@ -100,23 +100,3 @@ func TestRetentionCheck(t *testing.T) {
 		fx.start(fx.cfg) // fails the test if Run refuses
 	})
 }
-
-func TestConfigValidation(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		name string
-		cfg  Config
-		want string
-	}{
-		{"no brokers", Config{}, "brokers: no seed brokers"},
-		{"unknown mode", Config{Brokers: []string{"x:1"}, Mode: "fast"}, `mode: "fast" is not a mode`},
-		{"negative interval", Config{Brokers: []string{"x:1"}, CheckInterval: -time.Second}, "check-interval: -1s is negative"},
-		{"retention below largest level", Config{Brokers: []string{"x:1"}, Retention: time.Hour}, "retention: 1h0m0s is shorter than the largest level 2h"},
-		{"max delay below smallest level", Config{Brokers: []string{"x:1"}, MaxDelay: time.Millisecond}, "max-delay: 1ms is below the smallest level 1s"},
-	}
-	for _, tt := range tests {
-		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
-			t.Errorf("%s: New error = %v, want one containing %q", tt.name, err, tt.want)
-		}
-	}
-}

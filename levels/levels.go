@@ -27,19 +27,25 @@ type Level struct {
 // Set is a list of levels, sorted by delay, with no two alike.
 type Set []Level
 
-// DefaultNames are RocketMQ's 18 delay levels.
-var DefaultNames = []string{
-	"1s", "5s", "10s", "30s", "1m", "2m", "3m", "4m", "5m", "6m",
-	"7m", "8m", "9m", "10m", "20m", "30m", "1h", "2h",
-}
-
-// Default returns RocketMQ's 18 levels, 1s to 2h.
+// Default returns RocketMQ's 18 levels, 1s to 2h: 1s 5s 10s 30s 1m 2m 3m 4m
+// 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h. Each call returns a new Set, which the
+// caller may change; Default().Names() are the names.
 func Default() Set {
-	s, err := Parse(DefaultNames)
+	s, err := Parse(defaultNames())
 	if err != nil {
-		panic(err) // DefaultNames is a constant list; a failure is a bug here.
+		panic(err) // the names are written here and nowhere else; a failure is a bug here
 	}
 	return s
+}
+
+// defaultNames is a function, not a variable, so that no caller can change
+// the default levels of everyone else (an exported slice could be edited
+// into one that Default could not parse).
+func defaultNames() []string {
+	return []string{
+		"1s", "5s", "10s", "30s", "1m", "2m", "3m", "4m", "5m", "6m",
+		"7m", "8m", "9m", "10m", "20m", "30m", "1h", "2h",
+	}
 }
 
 // A name becomes part of a topic name, so it must use only the characters

@@ -1,7 +1,11 @@
 package levels
 
 import (
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"math/rand/v2"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -128,4 +132,66 @@ func TestParse(t *testing.T) {
 			t.Errorf("Parse(%q) error = %v, want one containing %q", tt.names, err, tt.want)
 		}
 	}
+}
+
+// TestDefault checks that Default is RocketMQ's 18 levels, and stays so
+// whatever a caller does with what it got: the defaults were once an
+// exported slice, and editing it made Default panic.
+func TestDefault(t *testing.T) {
+	t.Parallel()
+	want := []string{"1s", "5s", "10s", "30s", "1m", "2m", "3m", "4m", "5m", "6m", "7m", "8m", "9m", "10m", "20m", "30m", "1h", "2h"}
+	if got := Default().Names(); !slices.Equal(got, want) {
+		t.Fatalf("Default().Names() = %v, want RocketMQ's %v", got, want)
+	}
+
+	t.Run("changing the Set or the names a caller got leaves Default unchanged", func(t *testing.T) {
+		t.Parallel()
+		s := Default()
+		s[0] = Level{Name: "1x", Delay: -1}
+		names := Default().Names()
+		names[1] = "5x"
+		if got := Default().Names(); !slices.Equal(got, want) {
+			t.Errorf("after a caller changed its copies, Default().Names() = %v, want %v", got, want)
+		}
+		if got := Default().Smallest(); got != (Level{Name: "1s", Delay: time.Second}) {
+			t.Errorf("after a caller changed its copies, Default().Smallest() = %+v, want 1s", got)
+		}
+	})
+
+	t.Run("the package has no exported variable a caller could change", func(t *testing.T) {
+		t.Parallel()
+		files, err := filepath.Glob("*.go")
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, file := range files {
+			if strings.HasSuffix(file, "_test.go") {
+				continue
+			}
+			f, err := parser.ParseFile(token.NewFileSet(), file, nil, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, name := range exportedVars(f) {
+				t.Errorf("%s exports variable %s: a caller could change it for everyone; make it a function or a constant", file, name)
+			}
+		}
+	})
+}
+
+// exportedVars are the exported package-level variables of f.
+func exportedVars(f *ast.File) []string {
+	var names []string
+	for _, decl := range f.Decls {
+		if g, ok := decl.(*ast.GenDecl); ok && g.Tok == token.VAR {
+			for _, spec := range g.Specs {
+				for _, name := range spec.(*ast.ValueSpec).Names {
+					if name.IsExported() {
+						names = append(names, name.Name)
+					}
+				}
+			}
+		}
+	}
+	return names
 }

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/kdelay/kdelay/client"
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+// sharedDefault is a key's default on the command line (cli) and in a
+// library's Config (lib), which is libSource's.
+type sharedDefault struct {
+	key       string
+	cli, lib  any
+	libSource string
+}
+
+// TestDefaultsAreTheLibrarys checks that kdelay serve with no settings
+// behaves as the library with a zero Config: every setting they share has
+// one default. A key added to keys() must be listed here, as shared or as
+// the command line's own.
+func TestDefaultsAreTheLibrarys(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, sources{})
+	if err != nil {
+		t.Fatalf("Load with nothing set: %v", err)
+	}
+	fw := forwarder.Config{}.WithDefaults()
+	pr := client.ProducerConfig{}.WithDefaults()
+	shared := []sharedDefault{
+		{"topic-prefix", c.TopicPrefix, fw.Topics.Prefix, "forwarder"},
+		{"topic-prefix", c.TopicPrefix, pr.Topics.Prefix, "client producer"},
+		{"levels", c.Levels, fw.Levels, "forwarder"},
+		{"levels", c.Levels, pr.Levels, "client producer"},
+		{"partitions", c.Partitions, fw.Partitions, "forwarder"},
+		{"replication-factor", c.ReplicationFactor, fw.ReplicationFactor, "forwarder"},
+		{"retention", c.Retention, fw.Retention, "forwarder"},
+		{"retention-headroom", c.RetentionHeadroom, fw.RetentionHeadroom, "forwarder"},
+		{"group", c.Group, fw.Group, "forwarder"},
+		{"mode", forwarder.Mode(c.Mode), fw.Mode, "forwarder"},
+		{"check-interval", c.CheckInterval, fw.CheckInterval, "forwarder"},
+		{"fetch-max-wait", c.FetchMaxWait, fw.FetchMaxWait, "forwarder"},
+		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
+		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},
+		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
+		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
+		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},
+	}
+	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format"}
+
+	for _, s := range shared {
+		t.Run(s.key+" of the "+s.libSource, func(t *testing.T) {
+			t.Parallel()
+			if !reflect.DeepEqual(s.cli, s.lib) {
+				t.Errorf("default %s: command line %v, %s %v", s.key, s.cli, s.libSource, s.lib)
+			}
+		})
+	}
+	for _, k := range keys() {
+		listed := slices.Contains(cliOnly, k.name) || slices.ContainsFunc(shared, func(s sharedDefault) bool { return s.key == k.name })
+		if !listed {
+			t.Errorf("key %s is in neither the shared nor the command line's own keys of this test; add it to one", k.name)
+		}
+	}
+}
+
+func TestDurationText(t *testing.T) {
+	t.Parallel()
+	for d, want := range map[time.Duration]string{
+		time.Hour: "1h", 9600 * time.Hour: "9600h", 90 * time.Minute: "1h30m", 2 * time.Minute: "2m",
+		90 * time.Second: "1m30s", 100 * time.Millisecond: "100ms", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := durationText(d); got != want {
+			t.Errorf("durationText(%d) = %q, want %q", d, got, want)
+		}
+	}
+}

@@ -1,0 +1,59 @@
+package forwarder
+
+import (
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestConfigValidation(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		cfg  Config
+		want string
+	}{
+		{"no brokers", Config{}, "brokers: no seed brokers"},
+		{"unknown mode", Config{Brokers: []string{"x:1"}, Mode: "fast"}, `mode: "fast" is not a mode`},
+		{"negative interval", Config{Brokers: []string{"x:1"}, CheckInterval: -time.Second}, "check-interval: -1s is negative; use a positive duration, or 0 for the default 100ms"},
+		{"retention below largest level", Config{Brokers: []string{"x:1"}, Retention: time.Hour}, "retention: 1h0m0s is shorter than the largest level 2h"},
+		{"max delay below smallest level", Config{Brokers: []string{"x:1"}, MaxDelay: time.Millisecond}, "max-delay: 1ms is below the smallest level 1s"},
+	}
+	for _, tt := range tests {
+		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("%s: New error = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// TestConfigValidationOrder checks that New reports every problem in the
+// order of kdelay's settings, the same on every call: a map ranged over
+// once made the order change from run to run.
+func TestConfigValidationOrder(t *testing.T) {
+	t.Parallel()
+	cfg := Config{
+		Partitions: -1, Retention: time.Minute, RetentionHeadroom: -time.Second, Mode: "fast",
+		CheckInterval: -time.Second, FetchMaxWait: -time.Second, MaxDelay: time.Millisecond,
+		CommitInterval: -time.Second, SessionTimeout: -time.Second, ShutdownTimeout: -time.Second,
+	}
+	want := []string{"brokers", "partitions", "retention", "retention-headroom", "mode", "check-interval",
+		"fetch-max-wait", "max-delay", "commit-interval", "session-timeout", "shutdown-timeout"}
+	_, first := New(cfg)
+	if first == nil {
+		t.Fatal("New succeeded with a problem in every setting")
+	}
+	var keys []string
+	for line := range strings.Lines(first.Error()) {
+		key, _, _ := strings.Cut(line, ":")
+		keys = append(keys, key)
+	}
+	if !slices.Equal(keys, want) {
+		t.Errorf("New reported the keys in this order:\n%s\nwant:\n%s\nerror:\n%v", strings.Join(keys, "\n"), strings.Join(want, "\n"), first)
+	}
+	for range 20 {
+		if _, err := New(cfg); err == nil || err.Error() != first.Error() {
+			t.Fatalf("New reported the same problems differently:\n%v\nthen:\n%v", first, err)
+		}
+	}
+}
