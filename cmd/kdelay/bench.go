@@ -202,21 +202,21 @@ func (f *benchFlags) scaleConfig(cfg *bench.ScaleConfig) error {
 // write prints the table and the benchmark lines, and writes the files
 // asked for.
 func (f *benchFlags) write(rep *bench.Report, out io.Writer) error {
-	if err := rep.WriteTable(out); err != nil {
+	if err := bench.WriteTable(out, rep); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
-	if err := rep.WriteBenchfmt(out); err != nil {
+	if err := bench.WriteBenchfmt(out, rep); err != nil {
 		return err
 	}
 	files := []struct {
-		path  string
-		write func(io.Writer) error
-	}{{f.json, rep.WriteJSON}, {f.benchfmt, rep.WriteBenchfmt}, {f.svg, rep.WriteSVG}}
+		path   string
+		render func(io.Writer, *bench.Report) error
+	}{{f.json, bench.WriteJSON}, {f.benchfmt, bench.WriteBenchfmt}, {f.svg, bench.WriteSVG}}
 	var errs []error
 	for _, file := range files {
 		if file.path != "" {
-			errs = append(errs, writeFile(file.path, file.write))
+			errs = append(errs, writeFile(file.path, func(w io.Writer) error { return file.render(w, rep) }))
 		}
 	}
 	return errors.Join(errs...)

@@ -9,7 +9,7 @@ import (
 func TestWriteTable(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	if err := sampleReport().WriteTable(&out); err != nil {
+	if err := WriteTable(&out, sampleReport()); err != nil {
 		t.Fatal(err)
 	}
 	text := out.String()

@@ -30,7 +30,7 @@ func TestLine(t *testing.T) {
 func TestWriteBenchfmt(t *testing.T) {
 	t.Parallel()
 	var out strings.Builder
-	if err := sampleReport().WriteBenchfmt(&out); err != nil {
+	if err := WriteBenchfmt(&out, sampleReport()); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{
@@ -53,10 +53,10 @@ func TestBenchstatReads(t *testing.T) {
 	t.Parallel()
 	rep := sampleReport()
 	var out strings.Builder
-	if err := rep.WriteTable(&out); err != nil {
+	if err := WriteTable(&out, rep); err != nil {
 		t.Fatal(err)
 	}
-	if err := rep.WriteBenchfmt(&out); err != nil {
+	if err := WriteBenchfmt(&out, rep); err != nil {
 		t.Fatal(err)
 	}
 	r := benchfmt.NewReader(strings.NewReader(out.String()), "bench.txt")
