@@ -1,11 +1,11 @@
 // Package bench measures how late kdelay delivers, per level and per hop
-// count, beside what the machine itself achieves and beside the RocketMQ-style
+// count, beside what the machineAtStart itself achieves and beside the RocketMQ-style
 // polling design, on the same broker in the same run. It is what
 // `kdelay bench` runs.
 //
 // A record's lateness is the time a consumer of its target topic has it in
 // hand minus its kdelay-deliver-at header, kept in HDR histograms with a
-// microsecond resolution. Every run also measures the machine's floor: a
+// microsecond resolution. Every run also measures the machineAtStart's floor: a
 // timer that fires at a due time and produces the record straight to the
 // target, read by the same consumer. kdelay cannot beat it; the gap between
 // the two is what kdelay adds.
@@ -36,7 +36,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	}
 	defer c.close()
 	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String()}
-	machine := startMachine()
+	machineAtStart := startMachine()
 	for _, mode := range cfg.Modes {
 		res, err := measureMode(ctx, c, &cfg, mode)
 		if err != nil {
@@ -47,16 +47,16 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := compare(ctx, c, &cfg, rep); err != nil {
 		return nil, err
 	}
-	rep.Machine = machine.end()
+	rep.Machine = machineAtStart.end()
 	rep.Elapsed = time.Since(rep.Started)
-	rep.Goals = goals(rep)
+	rep.Goals = checkGoals(rep)
 	return rep, nil
 }
 
 // compare adds the throughput comparison with a raw copy, when the workload
 // has one and the benchmark starts the forwarder itself.
 func compare(ctx context.Context, c *cluster, cfg *Config, rep *Report) error {
-	if _, running := cfg.Runner.(Running); running || cfg.Workload.Copy == 0 {
+	if _, attached := cfg.Runner.(Running); attached || cfg.Workload.Copy == 0 {
 		return nil
 	}
 	res, err := compareCopy(ctx, c, cfg)

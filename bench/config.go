@@ -126,7 +126,7 @@ func (c Config) WithDefaults() Config {
 	if c.Runner == nil {
 		c.Runner = InProcess{}
 	}
-	if _, running := c.Runner.(Running); running && len(c.Modes) == 0 {
+	if _, attached := c.Runner.(Running); attached && len(c.Modes) == 0 {
 		c.Modes = []forwarder.Mode{forwarder.ModeExact}
 	}
 	if len(c.Modes) == 0 {
@@ -159,7 +159,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("modes: %q is not a mode; use %q or %q", m, forwarder.ModeExact, forwarder.ModePoll))
 		}
 	}
-	if _, running := c.Runner.(Running); running && len(c.Modes) != 1 {
+	if _, attached := c.Runner.(Running); attached && len(c.Modes) != 1 {
 		errs = append(errs, fmt.Errorf("modes: a running forwarder has one mode; name the one it runs, not %v", c.Modes))
 	}
 	if c.Partitions < 1 {

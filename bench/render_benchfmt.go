@@ -17,11 +17,11 @@ import (
 //	BenchmarkLateness/level=1s/mode=exact 200 1016000 p50-ns 1370000 p99-ns ...
 func WriteBenchfmt(w io.Writer, r *Report) error {
 	var b strings.Builder
-	config := [][2]string{
+	configLines := [][2]string{
 		{"goos", r.Machine.OS}, {"goarch", r.Machine.Arch}, {"pkg", "github.com/kdelay/kdelay/bench"},
 		{"cpu", r.Machine.Model}, {"broker", r.Broker}, {"forwarder", r.Runner},
 	}
-	for _, kv := range config {
+	for _, kv := range configLines {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, "%s: %s\n", kv[0], kv[1])
 		}
