@@ -8,7 +8,7 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 )
 
-// checkGoals checks a report against issue 4's goals. Lateness goals are checked
+// checkGoals checks a report against kdelay's goals. Lateness goals are checked
 // on the steady records in exact mode: the burst measures a queue, not a
 // wake-up.
 func checkGoals(r *Report) []Goal {

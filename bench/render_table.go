@@ -114,11 +114,11 @@ func writeScale(w io.Writer, s *ScaleResult) {
 }
 
 func writeGoals(w io.Writer, goals []Goal) {
-	width := len("GOAL (issue 4)")
+	width := len("GOAL")
 	for _, g := range goals {
 		width = max(width, utf8.RuneCountInString(g.Name))
 	}
-	fmt.Fprintf(w, "%s\tWANT\tGOT\tMET\t\n", padRight("GOAL (issue 4)", width))
+	fmt.Fprintf(w, "%s\tWANT\tGOT\tMET\t\n", padRight("GOAL", width))
 	for _, g := range goals {
 		met := "no"
 		if g.Met {

@@ -1,6 +1,8 @@
 package bench
 
 import (
+	"io"
+	"regexp"
 	"strings"
 	"testing"
 	"unicode/utf8"
@@ -30,6 +32,25 @@ func TestWriteTable(t *testing.T) {
 			if utf8.RuneCountInString(l) != utf8.RuneCountInString(lines[0]) {
 				t.Errorf("row %q is not as wide as its header %q", l, lines[0])
 			}
+		}
+	}
+}
+
+// TestRenderersNameNoTrackerIssue: what a user reads (table, benchmark
+// lines, chart, JSON keys) speaks of goals, not of the tracker's issues.
+func TestRenderersNameNoTrackerIssue(t *testing.T) {
+	t.Parallel()
+	renderers := map[string]func(io.Writer, *Report) error{
+		"table": WriteTable, "benchfmt": WriteBenchfmt, "svg": WriteSVG, "json": WriteJSON,
+	}
+	issue := regexp.MustCompile(`(?i)\bissues?\b`)
+	for name, render := range renderers {
+		var out strings.Builder
+		if err := render(&out, sampleReport()); err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if m := issue.FindString(out.String()); m != "" {
+			t.Errorf("%s output names %q:\n%s", name, m, out.String())
 		}
 	}
 }

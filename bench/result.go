@@ -128,7 +128,8 @@ type ScaleResult struct {
 	Usage         Usage         `json:"usage"`
 }
 
-// Goal is one target of issue 4 and what the run got.
+// Goal is one of kdelay's targets (lateness, no loss, throughput, memory,
+// idle CPU) and what the run got.
 type Goal struct {
 	Name string `json:"name"`
 	Want string `json:"want"`
