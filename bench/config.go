@@ -96,8 +96,9 @@ type Workload struct {
 
 // DefaultWorkload is every level up to a minute with 200 records each, four
 // multi-hop delays with 100 each, 200 records/s for 20s, a burst of 10,000
-// and three runs of 100,000 records for the throughput comparison. It runs about four
-// minutes per mode, bound by its longest delay, 3m17s.
+// and three runs of 100,000 records for the throughput comparison. The two
+// modes and the comparison take about 7 minutes on the embedded broker, each
+// mode bound by the longest delay, 3m17s.
 func DefaultWorkload(set levels.Set) Workload {
 	var names []string
 	for _, l := range set {

@@ -51,7 +51,8 @@ running there (--topic-prefix, --group, --pid).
 
 Prints a table and Go benchmark lines (benchstat reads the output as it is) on stdout,
 a progress bar on stderr, and writes --json, --svg and --benchfmt files. The default
-workload takes about 9 minutes: its longest delay is 3m17s, in each mode.`,
+workload takes about 7 minutes on the embedded broker: its longest delay, 3m17s, runs
+in each mode.`,
 		Example: `  kdelay bench --json bench.json --svg bench.svg | tee bench.txt
   kdelay bench --levels 1s,5s --delays 1.4s,7.3s --burst 1000 --copy 10000
   benchstat -col /mode bench.txt`,
