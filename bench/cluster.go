@@ -26,7 +26,7 @@ type cluster struct {
 	opts       []kgo.Opt
 	cl         *kgo.Client // produces with ProducerLinger(0), as the forwarder does
 	adm        *kadm.Client
-	run        string
+	runPrefix  string
 	partitions int32
 	log        *slog.Logger
 }
@@ -34,7 +34,7 @@ type cluster struct {
 // openCluster connects to brokers, or starts an embedded kfake broker when
 // there are none.
 func openCluster(brokers []string, opts []kgo.Opt, partitions int32, log *slog.Logger) (*cluster, error) {
-	c := &cluster{brokers: brokers, opts: opts, run: runName(), partitions: partitions, log: log}
+	c := &cluster{brokers: brokers, opts: opts, runPrefix: newRunPrefix(), partitions: partitions, log: log}
 	if len(brokers) == 0 {
 		fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(partitions)))
 		if err != nil {
@@ -51,8 +51,8 @@ func openCluster(brokers []string, opts []kgo.Opt, partitions int32, log *slog.L
 	return c, nil
 }
 
-// runName is unique to a run: "kdelay-bench-<8 hex digits>".
-func runName() string {
+// newRunPrefix is unique to a run: "kdelay-bench-<8 hex digits>".
+func newRunPrefix() string {
 	b := make([]byte, 4)
 	_, _ = rand.Read(b)
 	return "kdelay-bench-" + hex.EncodeToString(b)
@@ -83,17 +83,17 @@ func (c *cluster) deleteTopics() {
 	defer cancel()
 	topics, err := c.adm.ListTopics(ctx)
 	if err != nil {
-		c.log.Warn("delete_topics_failed", "run", c.run, "err", err)
+		c.log.Warn("delete_topics_failed", "run", c.runPrefix, "err", err)
 		return
 	}
 	var mine []string
 	for _, name := range topics.Names() {
-		if strings.HasPrefix(name, c.run) {
+		if strings.HasPrefix(name, c.runPrefix) {
 			mine = append(mine, name)
 		}
 	}
 	if _, err := c.adm.DeleteTopics(ctx, mine...); err != nil {
-		c.log.Warn("delete_topics_failed", "run", c.run, "err", err)
+		c.log.Warn("delete_topics_failed", "run", c.runPrefix, "err", err)
 	}
 }
 
@@ -119,7 +119,7 @@ func (c *cluster) collector(ctx context.Context, topic string) (*collector, erro
 	if err != nil {
 		return nil, err
 	}
-	go coll.run(ctx)
+	go coll.consume(ctx)
 	if err := c.ready(ctx, coll, topic); err != nil {
 		return nil, err
 	}

@@ -28,7 +28,7 @@ type collector struct {
 	arrived  int   // distinct expected records
 	strange  int64 // records without our id or a kdelay-deliver-at
 	progress chan struct{}
-	done     chan struct{} // closed when run has returned
+	done     chan struct{} // closed when consume has returned
 }
 
 func newCollector(brokers []string, opts []kgo.Opt, topic string, log *slog.Logger) (*collector, error) {
@@ -56,8 +56,8 @@ func (c *collector) expect(groups ...*lateness) []byte {
 	return strconv.AppendInt(nil, int64(len(c.groups)-1), 10)
 }
 
-// run consumes until ctx ends, then closes the client.
-func (c *collector) run(ctx context.Context) {
+// consume reads the target until ctx ends, then closes the client.
+func (c *collector) consume(ctx context.Context) {
 	defer close(c.done)
 	defer c.cl.Close()
 	for ctx.Err() == nil {

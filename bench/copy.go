@@ -27,19 +27,19 @@ func compareCopy(ctx context.Context, c *cluster, cfg *Config) (*CopyResult, err
 	n, runs := cfg.Workload.Copy, max(cfg.Workload.CopyRuns, 1)
 	res := &CopyResult{Records: n}
 	for i := range runs {
-		name := fmt.Sprintf("%s-copy%d", c.run, i)
+		name := fmt.Sprintf("%s-copy%d", c.runPrefix, i)
 		raw, err := throughput(ctx, c, name+".source", name+".target", n, c.rawCopy)
 		if err != nil {
 			return nil, fmt.Errorf("raw copy: %w", err)
 		}
-		kd, err := kdelayCopy(ctx, c, cfg, fmt.Sprintf("%s-throughput%d", c.run, i), n)
+		kd, err := kdelayCopy(ctx, c, cfg, fmt.Sprintf("%s-throughput%d", c.runPrefix, i), n)
 		if err != nil {
 			return nil, fmt.Errorf("kdelay: %w", err)
 		}
 		res.CopyRuns, res.KdelayRuns = append(res.CopyRuns, raw), append(res.KdelayRuns, kd)
 	}
 	res.Copy, res.Kdelay = median(res.CopyRuns), median(res.KdelayRuns)
-	res.Ratio = ratio(res.Kdelay, res.Copy)
+	res.Ratio = ratioOrZero(res.Kdelay, res.Copy)
 	return res, nil
 }
 
@@ -48,7 +48,7 @@ func compareCopy(ctx context.Context, c *cluster, cfg *Config) (*CopyResult, err
 func kdelayCopy(ctx context.Context, c *cluster, cfg *Config, name string, n int) (float64, error) {
 	ingress := kdelay.Topics{Prefix: name}.Ingress()
 	return throughput(ctx, c, ingress, name+".target", n, func(ctx context.Context, _, _ string) (func() error, error) {
-		in, err := cfg.Runner.Start(ctx, c.setup(cfg, name, forwarder.ModeExact))
+		in, err := cfg.Runner.Start(ctx, c.forwarderSetup(cfg, name, forwarder.ModeExact))
 		if err != nil {
 			return nil, err
 		}

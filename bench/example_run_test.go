@@ -26,8 +26,8 @@ func ExampleRun() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = rep.WriteTable(os.Stdout)
-	_ = rep.WriteBenchfmt(os.Stdout)
+	_ = bench.WriteTable(os.Stdout, rep)
+	_ = bench.WriteBenchfmt(os.Stdout, rep)
 }
 
 // Measure a kdelay serve child's memory with 100,000 records pending, its
@@ -41,5 +41,5 @@ func ExampleScale() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	_ = rep.WriteJSON(os.Stdout)
+	_ = bench.WriteJSON(os.Stdout, rep)
 }

@@ -8,10 +8,10 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 )
 
-// goals checks a report against issue 4's goals. Lateness goals are checked
+// checkGoals checks a report against kdelay's goals. Lateness goals are checked
 // on the steady records in exact mode: the burst measures a queue, not a
 // wake-up.
-func goals(r *Report) []Goal {
+func checkGoals(r *Report) []Goal {
 	var out []Goal
 	exact, hasExact := r.Mode(forwarder.ModeExact)
 	if hasExact {
@@ -21,7 +21,7 @@ func goals(r *Report) []Goal {
 	if poll, ok := r.Mode(forwarder.ModePoll); ok && hasExact {
 		e, _ := exact.Group(GroupSteady)
 		p, _ := poll.Group(GroupSteady)
-		out = append(out, atLeast("poll p99 ÷ exact p99", ratio(float64(p.P99), float64(e.P99)), 10))
+		out = append(out, atLeast("poll p99 ÷ exact p99", ratioOrZero(float64(p.P99), float64(e.P99)), 10))
 	}
 	if c := r.Copy; c != nil {
 		out = append(out, atLeast("throughput ÷ raw copy", c.Ratio, 0.7))
@@ -94,8 +94,8 @@ func atLeast(name string, got, limit float64) Goal {
 	return Goal{Name: name, Want: "≥ " + strconv.FormatFloat(limit, 'g', -1, 64), Got: strconv.FormatFloat(got, 'f', 2, 64), Met: got >= limit}
 }
 
-// ratio is a ÷ b, or 0 when b is.
-func ratio(a, b float64) float64 {
+// ratioOrZero is a ÷ b, or 0 when b is.
+func ratioOrZero(a, b float64) float64 {
 	if b == 0 {
 		return 0
 	}

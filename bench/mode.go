@@ -27,7 +27,7 @@ type phase struct {
 // consumer.
 func measureMode(ctx context.Context, c *cluster, cfg *Config, mode forwarder.Mode) (ModeResult, error) {
 	started := time.Now()
-	name := c.run + "-" + string(mode)
+	name := c.runPrefix + "-" + string(mode)
 	p, stop, err := startPhase(ctx, c, cfg, name, mode)
 	if err != nil {
 		return ModeResult{}, err
@@ -57,7 +57,7 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 		return nil, nil, err
 	}
 	stopCollector := func() { cancel(); <-coll.done }
-	in, err := cfg.Runner.Start(ctx, c.setup(cfg, name, mode))
+	in, err := cfg.Runner.Start(ctx, c.forwarderSetup(cfg, name, mode))
 	if err == nil {
 		err = c.waitReady(ctx, in, cfg.Levels)
 	}
@@ -78,7 +78,7 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 	return &phase{c: c, cfg: cfg, in: in, coll: coll, s: s, gs: groups{}}, stop, nil
 }
 
-func (c *cluster) setup(cfg *Config, name string, mode forwarder.Mode) Setup {
+func (c *cluster) forwarderSetup(cfg *Config, name string, mode forwarder.Mode) Setup {
 	return Setup{
 		Brokers: c.brokers, Topics: kdelay.Topics{Prefix: name}, Group: name, Mode: mode, Levels: cfg.Levels,
 		Partitions: cfg.Partitions, ClientOpts: c.opts, Logger: cfg.Logger,
@@ -101,7 +101,7 @@ func (p *phase) measure(ctx context.Context, title string) error {
 	if err := p.steady(ctx, sends); err != nil {
 		return err
 	}
-	return p.burst(ctx)
+	return p.sendBurst(ctx)
 }
 
 // warmUp sends a record due now through every ingress partition, and one
@@ -141,8 +141,8 @@ func (p *phase) steady(ctx context.Context, sends []send) error {
 	return p.coll.wait(ctx, start.Add(last+p.cfg.Grace))
 }
 
-// burst sends the burst and waits for it.
-func (p *phase) burst(ctx context.Context) error {
+// sendBurst sends the burst and waits for it.
+func (p *phase) sendBurst(ctx context.Context) error {
 	w := p.cfg.Workload
 	if w.Burst == 0 {
 		return nil

@@ -8,10 +8,10 @@ import (
 	"github.com/schollz/progressbar/v3"
 )
 
-// progress shows how a phase is going: records scheduled so far, delivered,
+// progressBar shows how a phase is going: records scheduled so far, delivered,
 // and waiting in kdelay. It redraws from its own goroutine, so that reading
 // the counters never waits on a terminal.
-type progress struct {
+type progressBar struct {
 	bar    *progressbar.ProgressBar
 	w      io.Writer
 	title  string
@@ -21,8 +21,8 @@ type progress struct {
 }
 
 // startProgress shows a bar on w until stop; nothing when w is nil.
-func startProgress(w io.Writer, title string, total int, counts func() (scheduled, delivered int64)) *progress {
-	p := &progress{w: w, title: title, counts: counts, quit: make(chan struct{}), done: make(chan struct{})}
+func startProgress(w io.Writer, title string, total int, counts func() (scheduled, delivered int64)) *progressBar {
+	p := &progressBar{w: w, title: title, counts: counts, quit: make(chan struct{}), done: make(chan struct{})}
 	if w == nil || total == 0 {
 		close(p.done)
 		return p
@@ -39,7 +39,7 @@ func startProgress(w io.Writer, title string, total int, counts func() (schedule
 	return p
 }
 
-func (p *progress) loop() {
+func (p *progressBar) loop() {
 	defer close(p.done)
 	tick := time.NewTicker(250 * time.Millisecond)
 	defer tick.Stop()
@@ -53,14 +53,14 @@ func (p *progress) loop() {
 	}
 }
 
-func (p *progress) update() {
+func (p *progressBar) update() {
 	scheduled, delivered := p.counts()
 	_ = p.bar.Set64(delivered)
 	p.bar.Describe(fmt.Sprintf("%s: scheduled %d, delivered %d, waiting %d", p.title, scheduled, delivered, scheduled-delivered))
 }
 
 // stop draws the bar a last time, as it is, and ends its line.
-func (p *progress) stop() {
+func (p *progressBar) stop() {
 	if p.bar == nil {
 		return
 	}

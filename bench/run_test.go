@@ -86,7 +86,7 @@ func TestRun(t *testing.T) {
 
 	t.Run("outputs", func(t *testing.T) {
 		var js bytes.Buffer
-		if err := rep.WriteJSON(&js); err != nil {
+		if err := WriteJSON(&js, rep); err != nil {
 			t.Fatal(err)
 		}
 		var back Report
@@ -94,7 +94,7 @@ func TestRun(t *testing.T) {
 			t.Errorf("JSON does not read back: %v, %d modes", err, len(back.Modes))
 		}
 		var svg strings.Builder
-		if err := rep.WriteSVG(&svg); err != nil || !strings.Contains(svg.String(), "delay=3.5s") {
+		if err := WriteSVG(&svg, rep); err != nil || !strings.Contains(svg.String(), "delay=3.5s") {
 			t.Errorf("SVG: %v, or no delay=3.5s in it", err)
 		}
 	})

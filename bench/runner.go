@@ -67,7 +67,7 @@ func (InProcess) Start(ctx context.Context, s Setup) (Instance, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	in := &inProcess{setup: s, cancel: cancel, done: make(chan struct{}), start: selfCPU()}
+	in := &goroutineForwarder{setup: s, cancel: cancel, done: make(chan struct{}), cpuAtStart: selfCPU()}
 	go func() {
 		err := f.Run(ctx)
 		in.mu.Lock()
@@ -83,20 +83,22 @@ func (InProcess) Start(ctx context.Context, s Setup) (Instance, error) {
 	}
 }
 
-type inProcess struct {
-	setup  Setup
-	cancel context.CancelFunc
-	done   chan struct{}
-	start  time.Duration // CPU time of the process when the forwarder started
+// goroutineForwarder is a forwarder InProcess started: a goroutine of this
+// process, whose CPU time is the process's since it started.
+type goroutineForwarder struct {
+	setup      Setup
+	cancel     context.CancelFunc
+	done       chan struct{}
+	cpuAtStart time.Duration // CPU time of the process when the forwarder started
 
 	mu  sync.Mutex
 	err error
 }
 
-func (in *inProcess) Topics() kdelay.Topics { return in.setup.Topics }
-func (in *inProcess) Group() string         { return in.setup.Group }
+func (in *goroutineForwarder) Topics() kdelay.Topics { return in.setup.Topics }
+func (in *goroutineForwarder) Group() string         { return in.setup.Group }
 
-func (in *inProcess) Err() error {
+func (in *goroutineForwarder) Err() error {
 	in.mu.Lock()
 	defer in.mu.Unlock()
 	if in.err == nil {
@@ -109,15 +111,15 @@ func (in *inProcess) Err() error {
 	return in.err
 }
 
-func (in *inProcess) Usage() Usage {
+func (in *goroutineForwarder) Usage() Usage {
 	u, err := procUsage(os.Getpid())
 	u.Measured = err == nil
-	u.CPU = selfCPU() - in.start
+	u.CPU = selfCPU() - in.cpuAtStart
 	u.Shared = true
 	return u
 }
 
-func (in *inProcess) Stop() (Usage, error) {
+func (in *goroutineForwarder) Stop() (Usage, error) {
 	in.cancel()
 	<-in.done
 	u := in.Usage()

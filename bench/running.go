@@ -18,10 +18,10 @@ type Running struct {
 }
 
 func (r Running) String() string {
-	return fmt.Sprintf("running kdelay serve (ingress %s, group %s)", r.Topics.Ingress(), r.group())
+	return fmt.Sprintf("running kdelay serve (ingress %s, group %s)", r.Topics.Ingress(), r.groupOrDefault())
 }
 
-func (r Running) group() string {
+func (r Running) groupOrDefault() string {
 	if r.Group == "" {
 		return "kdelay"
 	}
@@ -30,12 +30,14 @@ func (r Running) group() string {
 
 // Start returns the running forwarder; s is not used.
 func (r Running) Start(context.Context, Setup) (Instance, error) {
-	return &running{r: r, start: r.read()}, nil
+	return &runningServe{r: r, usageAtStart: r.read()}, nil
 }
 
-type running struct {
-	r     Running
-	start Usage
+// runningServe is the kdelay serve a Running names, as the benchmark uses
+// it: its CPU time counts from when the benchmark started using it.
+type runningServe struct {
+	r            Running
+	usageAtStart Usage
 }
 
 func (r Running) read() Usage {
@@ -49,15 +51,15 @@ func (r Running) read() Usage {
 	return u
 }
 
-func (in *running) Topics() kdelay.Topics { return in.r.Topics }
-func (in *running) Group() string         { return in.r.group() }
-func (in *running) Err() error            { return nil }
+func (in *runningServe) Topics() kdelay.Topics { return in.r.Topics }
+func (in *runningServe) Group() string         { return in.r.groupOrDefault() }
+func (in *runningServe) Err() error            { return nil }
 
 // Usage counts CPU time from when the benchmark started using it.
-func (in *running) Usage() Usage {
+func (in *runningServe) Usage() Usage {
 	u := in.r.read()
-	u.CPU -= in.start.CPU
+	u.CPU -= in.usageAtStart.CPU
 	return u
 }
 
-func (in *running) Stop() (Usage, error) { return in.Usage(), nil }
+func (in *runningServe) Stop() (Usage, error) { return in.Usage(), nil }

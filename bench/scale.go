@@ -66,12 +66,12 @@ func (c ScaleConfig) WithDefaults() ScaleConfig {
 	c.Idle = cmp.Or(c.Idle, 30*time.Second)
 	// The rest as a benchmark run has them, which is also what the scale
 	// phase runs with.
-	run := c.run().WithDefaults()
+	run := c.runConfig().WithDefaults()
 	c.Runner, c.Levels, c.Partitions, c.Grace, c.Logger = run.Runner, run.Levels, run.Partitions, run.Grace, run.Logger
 	return c
 }
 
-func (c ScaleConfig) run() Config {
+func (c ScaleConfig) runConfig() Config {
 	return Config{
 		Brokers: c.Brokers, Runner: c.Runner, Modes: []forwarder.Mode{forwarder.ModeExact}, Levels: c.Levels,
 		Partitions: c.Partitions, Grace: c.Grace, Progress: c.Progress, ClientOpts: c.ClientOpts, Logger: c.Logger,
@@ -113,32 +113,32 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	run := cfg.run()
+	run := cfg.runConfig()
 	c, err := openCluster(run.Brokers, run.ClientOpts, run.Partitions, run.Logger)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
 	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: run.Runner.String()}
-	machine := startMachine()
+	machineAtStart := startMachine()
 	res, err := measureScale(ctx, c, &run, &cfg)
 	if err != nil {
 		return nil, err
 	}
 	rep.Scale = res
-	rep.Machine = machine.end()
+	rep.Machine = machineAtStart.end()
 	rep.Elapsed = time.Since(rep.Started)
-	rep.Goals = goals(rep)
+	rep.Goals = checkGoals(rep)
 	return rep, nil
 }
 
 func measureScale(ctx context.Context, c *cluster, run *Config, cfg *ScaleConfig) (*ScaleResult, error) {
-	p, stop, err := startPhase(ctx, c, run, c.run+"-scale", forwarder.ModeExact)
+	p, stop, err := startPhase(ctx, c, run, c.runPrefix+"-scale", forwarder.ModeExact)
 	if err != nil {
 		return nil, err
 	}
 	res := &ScaleResult{Pending: cfg.Pending, Burst: cfg.Burst, IdleFor: cfg.Idle}
-	err = p.scale(ctx, cfg, res)
+	err = p.scaleSteps(ctx, cfg, res)
 	usage, stopErr := stop()
 	if err = errors.Join(err, stopErr); err != nil {
 		return nil, fmt.Errorf("scale: %w", err)
@@ -151,8 +151,8 @@ func measureScale(ctx context.Context, c *cluster, run *Config, cfg *ScaleConfig
 	return res, nil
 }
 
-// scale runs the steps of Scale on a started forwarder.
-func (p *phase) scale(ctx context.Context, cfg *ScaleConfig, res *ScaleResult) error {
+// scaleSteps runs the steps of Scale on a started forwarder.
+func (p *phase) scaleSteps(ctx context.Context, cfg *ScaleConfig, res *ScaleResult) error {
 	if err := p.warmUp(ctx); err != nil {
 		return err
 	}
@@ -160,7 +160,7 @@ func (p *phase) scale(ctx context.Context, cfg *ScaleConfig, res *ScaleResult) e
 		return err
 	}
 	res.RSSEmpty = p.in.Usage().RSS
-	if err := p.pending(ctx, cfg); err != nil {
+	if err := p.writePending(ctx, cfg); err != nil {
 		return err
 	}
 	if err := sleepUntil(ctx, time.Now().Add(cfg.Settle)); err != nil {
@@ -175,10 +175,10 @@ func (p *phase) scale(ctx context.Context, cfg *ScaleConfig, res *ScaleResult) e
 	return p.bigBurst(ctx, cfg, res)
 }
 
-// pending writes cfg.Pending records through the ingress, due the largest
+// writePending writes cfg.Pending records through the ingress, due the largest
 // level's time after they are written, and returns once the forwarder has
 // put them all in that level.
-func (p *phase) pending(ctx context.Context, cfg *ScaleConfig) error {
+func (p *phase) writePending(ctx context.Context, cfg *ScaleConfig) error {
 	largest := cfg.Levels.Largest()
 	bar := startProgress(p.cfg.Progress, "pending", cfg.Pending, func() (int64, int64) { return p.s.sent.Load(), 0 })
 	defer bar.stop()

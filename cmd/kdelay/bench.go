@@ -21,16 +21,16 @@ import (
 
 // benchFlags are the flags `kdelay bench` and `kdelay bench scale` share.
 type benchFlags struct {
-	brokers             []string
-	inProcess, running  bool
-	prefix, group       string
-	pid                 int
-	partitions          int32
-	grace               time.Duration
-	json, benchfmt, svg string
-	serveLog            string
-	quiet               bool
-	serveLogFile        *os.File
+	brokers                      []string
+	runInProcess, measureRunning bool
+	prefix, group                string
+	pid                          int
+	partitions                   int32
+	grace                        time.Duration
+	json, benchfmt, svg          string
+	serveLog                     string
+	quiet                        bool
+	serveLogFile                 *os.File
 }
 
 func newBench() *cobra.Command {
@@ -51,7 +51,8 @@ running there (--topic-prefix, --group, --pid).
 
 Prints a table and Go benchmark lines (benchstat reads the output as it is) on stdout,
 a progress bar on stderr, and writes --json, --svg and --benchfmt files. The default
-workload takes about 9 minutes: its longest delay is 3m17s, in each mode.`,
+workload takes about 7 minutes on the embedded broker: its longest delay, 3m17s, runs
+in each mode.`,
 		Example: `  kdelay bench --json bench.json --svg bench.svg | tee bench.txt
   kdelay bench --levels 1s,5s --delays 1.4s,7.3s --burst 1000 --copy 10000
   benchstat -col /mode bench.txt`,
@@ -88,7 +89,7 @@ a few minutes; use 100000 for a quick look.`,
 		Example: "  kdelay bench scale --json scale.json\n  kdelay bench scale --pending 100000 --burst 100000 --settle 5s --idle 10s",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			if err := f.scaleConfig(&cfg); err != nil {
+			if err := f.fillScaleConfig(&cfg); err != nil {
 				return usageError{err}
 			}
 			defer f.close()
@@ -110,8 +111,8 @@ a few minutes; use 100000 for a quick look.`,
 
 func (f *benchFlags) add(fl *pflag.FlagSet) {
 	fl.StringSliceVar(&f.brokers, "brokers", nil, "Kafka seed brokers, host:port, comma-separated; empty starts an embedded broker in this process")
-	fl.BoolVar(&f.inProcess, "in-process", false, "run the forwarder in this process instead of as a child kdelay serve (its CPU and memory then include the broker's)")
-	fl.BoolVar(&f.running, "running", false, "measure a kdelay serve already running on --brokers, with --topic-prefix and --group")
+	fl.BoolVar(&f.runInProcess, "in-process", false, "run the forwarder in this process instead of as a child kdelay serve (its CPU and memory then include the broker's)")
+	fl.BoolVar(&f.measureRunning, "running", false, "measure a kdelay serve already running on --brokers, with --topic-prefix and --group")
 	fl.StringVar(&f.prefix, "topic-prefix", kdelay.DefaultPrefix, "with --running: the topic prefix of the running kdelay serve")
 	fl.StringVar(&f.group, "group", "kdelay", "with --running: the group of the running kdelay serve")
 	fl.IntVar(&f.pid, "pid", 0, "with --running: its process id, to read its CPU and memory")
@@ -124,16 +125,16 @@ func (f *benchFlags) add(fl *pflag.FlagSet) {
 	fl.BoolVar(&f.quiet, "quiet", false, "show no progress bar")
 }
 
-// runner is the forwarder under test the flags ask for.
-func (f *benchFlags) runner() (bench.Runner, error) {
+// forwarderRunner is the forwarder under test the flags ask for.
+func (f *benchFlags) forwarderRunner() (bench.Runner, error) {
 	switch {
-	case f.running && f.inProcess:
+	case f.measureRunning && f.runInProcess:
 		return nil, errors.New("--running and --in-process exclude each other: measure a running kdelay serve, or run one here")
-	case f.running && len(f.brokers) == 0:
+	case f.measureRunning && len(f.brokers) == 0:
 		return nil, errors.New("--running needs --brokers: the cluster the running kdelay serve uses")
-	case f.running:
+	case f.measureRunning:
 		return bench.Running{Topics: kdelay.Topics{Prefix: f.prefix}, Group: f.group, PID: f.pid}, nil
-	case f.inProcess:
+	case f.runInProcess:
 		return bench.InProcess{}, nil
 	}
 	c := bench.Command{}
@@ -167,7 +168,7 @@ func logger() *slog.Logger {
 }
 
 func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
-	runner, err := f.runner()
+	runner, err := f.forwarderRunner()
 	if err != nil {
 		return bench.Config{}, err
 	}
@@ -177,10 +178,10 @@ func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
 	for _, m := range w.modes {
 		modes = append(modes, forwarder.Mode(m))
 	}
-	if f.running && !w.modesSet {
+	if f.measureRunning && !w.modesSet {
 		modes = nil // the running forwarder's: exact unless --modes says
 	}
-	if f.running && len(modes) > 1 {
+	if f.measureRunning && len(modes) > 1 {
 		return bench.Config{}, errors.New("--running measures the one mode the running kdelay serve has: name it with --modes exact or --modes poll")
 	}
 	return bench.Config{
@@ -189,8 +190,8 @@ func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
 	}, nil
 }
 
-func (f *benchFlags) scaleConfig(cfg *bench.ScaleConfig) error {
-	runner, err := f.runner()
+func (f *benchFlags) fillScaleConfig(cfg *bench.ScaleConfig) error {
+	runner, err := f.forwarderRunner()
 	if err != nil {
 		return err
 	}
@@ -202,21 +203,21 @@ func (f *benchFlags) scaleConfig(cfg *bench.ScaleConfig) error {
 // write prints the table and the benchmark lines, and writes the files
 // asked for.
 func (f *benchFlags) write(rep *bench.Report, out io.Writer) error {
-	if err := rep.WriteTable(out); err != nil {
+	if err := bench.WriteTable(out, rep); err != nil {
 		return err
 	}
 	fmt.Fprintln(out)
-	if err := rep.WriteBenchfmt(out); err != nil {
+	if err := bench.WriteBenchfmt(out, rep); err != nil {
 		return err
 	}
 	files := []struct {
-		path  string
-		write func(io.Writer) error
-	}{{f.json, rep.WriteJSON}, {f.benchfmt, rep.WriteBenchfmt}, {f.svg, rep.WriteSVG}}
+		path   string
+		render func(io.Writer, *bench.Report) error
+	}{{f.json, bench.WriteJSON}, {f.benchfmt, bench.WriteBenchfmt}, {f.svg, bench.WriteSVG}}
 	var errs []error
 	for _, file := range files {
 		if file.path != "" {
-			errs = append(errs, writeFile(file.path, file.write))
+			errs = append(errs, writeFile(file.path, func(w io.Writer) error { return file.render(w, rep) }))
 		}
 	}
 	return errors.Join(errs...)

@@ -10,12 +10,12 @@ import (
 	"unicode/utf8"
 )
 
-// WriteTable writes the report as aligned tables: lateness per group and
-// mode, what the forwarder used, the throughput comparison, the scale
+// WriteTable writes r as aligned tables for a reader: lateness per group
+// and mode, what the forwarder used, the throughput comparison, the scale
 // figures, and the goals. No line looks like a benchstat configuration
 // line ("key: value"), so the tables and WriteBenchfmt's lines can share a
 // file that benchstat reads.
-func (r *Report) WriteTable(w io.Writer) error {
+func WriteTable(w io.Writer, r *Report) error {
 	fmt.Fprintf(w, "kdelay bench on %s, forwarder %s\n", r.Broker, r.Runner)
 	fmt.Fprintf(w, "Machine %d CPUs (%s), GOMAXPROCS %d, %s, steal %s, run took %s\n\n",
 		r.Machine.CPUs, r.Machine.Model, r.Machine.GOMAXPROCS, r.Machine.Go, percent(r.Machine.Steal), r.Elapsed.Round(time.Second))
@@ -67,7 +67,7 @@ func writeUsage(w io.Writer, modes []ModeResult) {
 	fmt.Fprintf(w, "FORWARDER\tCPU s\tPEAK RSS MB\tTOOK\t%s\t\n", padRight("MEASURED ON", 40))
 	for _, m := range modes {
 		u := m.Usage
-		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", padRight(string(m.Mode), len("FORWARDER")), seconds(u, u.CPU), rss(u, u.PeakRSS), m.Elapsed.Round(time.Second), padRight(measuredOn(u), 40))
+		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t\n", padRight(string(m.Mode), len("FORWARDER")), usageSeconds(u, u.CPU), usageMB(u, u.PeakRSS), m.Elapsed.Round(time.Second), padRight(measuredOn(u), 40))
 	}
 	fmt.Fprintln(w)
 }
@@ -91,15 +91,15 @@ func rates(runs []float64) string {
 func writeScale(w io.Writer, s *ScaleResult) {
 	u := s.Usage
 	rows := [][2]string{
-		{"RSS with nothing pending", rss(u, s.RSSEmpty) + " MB"},
-		{fmt.Sprintf("RSS with %d pending", s.Pending), rss(u, s.RSSPending) + " MB"},
-		{"peak RSS while they were written", rss(u, s.PeakPending) + " MB"},
+		{"RSS with nothing pending", usageMB(u, s.RSSEmpty) + " MB"},
+		{fmt.Sprintf("RSS with %d pending", s.Pending), usageMB(u, s.RSSPending) + " MB"},
+		{"peak RSS while they were written", usageMB(u, s.PeakPending) + " MB"},
 		{fmt.Sprintf("CPU while they wait, over %s", s.IdleFor), strconv.FormatFloat(s.IdleCPU*100, 'f', 2, 64) + "% of a core"},
 		{fmt.Sprintf("burst of %d written in", s.Burst), s.BurstWritten.Round(time.Millisecond).String()},
 		{"burst due after", s.BurstLead.Round(time.Millisecond).String()},
 		{"burst all delivered after due", s.BurstDrain.Round(time.Millisecond).String()},
 		{"burst lateness p50 / p99", ms(s.BurstLateness.P50) + " / " + ms(s.BurstLateness.P99) + " ms"},
-		{"peak RSS, burst included", rss(u, u.PeakRSS) + " MB"},
+		{"peak RSS, burst included", usageMB(u, u.PeakRSS) + " MB"},
 		{"measured on", measuredOn(u)},
 	}
 	width := 0
@@ -114,56 +114,17 @@ func writeScale(w io.Writer, s *ScaleResult) {
 }
 
 func writeGoals(w io.Writer, goals []Goal) {
-	width := len("GOAL (issue 4)")
+	width := len("GOAL")
 	for _, g := range goals {
 		width = max(width, utf8.RuneCountInString(g.Name))
 	}
-	fmt.Fprintf(w, "%s\tWANT\tGOT\tMET\t\n", padRight("GOAL (issue 4)", width))
+	fmt.Fprintf(w, "%s\tWANT\tGOT\tMET\t\n", padRight("GOAL", width))
 	for _, g := range goals {
 		met := "no"
 		if g.Met {
 			met = "yes"
 		}
 		fmt.Fprintf(w, "%s\t%s\t%s\t%s\t\n", padRight(g.Name, width), g.Want, g.Got, met)
-	}
-}
-
-func count(n int64) string { return strconv.FormatInt(n, 10) }
-
-// ms writes a lateness in milliseconds to the microsecond.
-func ms(d time.Duration) string {
-	return strconv.FormatFloat(float64(d)/float64(time.Millisecond), 'f', 3, 64)
-}
-
-func seconds(u Usage, d time.Duration) string {
-	if !u.Measured {
-		return "-"
-	}
-	return strconv.FormatFloat(d.Seconds(), 'f', 2, 64)
-}
-
-func rss(u Usage, b int64) string {
-	if !u.Measured {
-		return "-"
-	}
-	return strconv.FormatFloat(float64(b)/(1<<20), 'f', 1, 64)
-}
-
-func percent(f float64) string {
-	if f < 0 {
-		return "unknown"
-	}
-	return strconv.FormatFloat(f*100, 'f', 2, 64) + "%"
-}
-
-func measuredOn(u Usage) string {
-	switch {
-	case !u.Measured:
-		return "not measured"
-	case u.Shared:
-		return "whole benchmark process, broker included"
-	default:
-		return "forwarder process"
 	}
 }
 

@@ -1,14 +1,15 @@
 package bench
 
 import (
-	"encoding/json"
-	"io"
 	"time"
 
 	"github.com/kdelay/kdelay/forwarder"
 )
 
-// Report is what a run measured. Durations are nanoseconds in JSON.
+// Report is what a run measured: plain data, which Run and Scale fill and
+// the renderers (WriteTable, WriteBenchfmt, WriteSVG, WriteJSON) write out.
+// Measuring code knows nothing of those formats. Durations are nanoseconds
+// in JSON.
 type Report struct {
 	Started time.Time     `json:"started"`
 	Elapsed time.Duration `json:"elapsed_ns"`
@@ -20,6 +21,19 @@ type Report struct {
 	Copy  *CopyResult  `json:"copy,omitempty"`
 	Scale *ScaleResult `json:"scale,omitempty"`
 	Goals []Goal       `json:"goals"`
+}
+
+// Machine is what the run ran on.
+type Machine struct {
+	CPUs       int    `json:"cpus"`
+	GOMAXPROCS int    `json:"gomaxprocs"`
+	Model      string `json:"cpu_model"`
+	Go         string `json:"go"`
+	OS         string `json:"os"`
+	Arch       string `json:"arch"`
+	// Steal is the share of all CPU time the hypervisor gave to others
+	// during the run, from /proc/stat; -1 where it cannot be read.
+	Steal float64 `json:"steal"`
 }
 
 // ModeResult is the lateness of every group of records in one mode, and
@@ -114,7 +128,8 @@ type ScaleResult struct {
 	Usage         Usage         `json:"usage"`
 }
 
-// Goal is one target of issue 4 and what the run got.
+// Goal is one of kdelay's targets (lateness, no loss, throughput, memory,
+// idle CPU) and what the run got.
 type Goal struct {
 	Name string `json:"name"`
 	Want string `json:"want"`
@@ -140,11 +155,4 @@ func (r *Report) Mode(mode forwarder.Mode) (ModeResult, bool) {
 		}
 	}
 	return ModeResult{}, false
-}
-
-// WriteJSON writes the report as indented JSON.
-func (r *Report) WriteJSON(w io.Writer) error {
-	enc := json.NewEncoder(w)
-	enc.SetIndent("", "  ")
-	return enc.Encode(r)
 }

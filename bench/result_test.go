@@ -35,3 +35,20 @@ func sampleReport() *Report {
 		},
 	}
 }
+
+// sampleScale is a report as Scale returns it, with round figures.
+func sampleScale() *Report {
+	return &Report{
+		Machine: Machine{CPUs: 2, GOMAXPROCS: 2, Model: "Test CPU @ 2GHz", Go: "go1.26", OS: "linux", Arch: "amd64", Steal: -1},
+		Broker:  "kafka:9092",
+		Runner:  "child process: kdelay serve",
+		Elapsed: 5 * time.Minute,
+		Scale: &ScaleResult{
+			Pending: 1_000_000, RSSEmpty: 20 << 20, RSSPending: 50 << 20, PeakPending: 60 << 20,
+			IdleCPU: 0.005, IdleFor: 30 * time.Second,
+			Burst: 1_000_000, BurstWritten: 4200 * time.Millisecond, BurstLead: 30 * time.Second, BurstDrain: 2500 * time.Millisecond,
+			BurstLateness: Group{Name: GroupBurst, Sent: 1_000_000, Delivered: 1_000_000, P50: 2 * time.Millisecond, P99: 9 * time.Millisecond},
+			Usage:         Usage{CPU: 40 * time.Second, RSS: 55 << 20, PeakRSS: 70 << 20, Measured: true},
+		},
+	}
+}

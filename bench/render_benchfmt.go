@@ -7,7 +7,7 @@ import (
 	"strings"
 )
 
-// WriteBenchfmt writes the report in the Go benchmark format, so that
+// WriteBenchfmt writes r in the Go benchmark format, so that
 // benchstat compares two runs (benchstat old.txt new.txt) or the two modes
 // of one (benchstat -col /mode run.txt). Each line is a name, an iteration
 // count (the records measured), then value-unit pairs; units ending in -ns
@@ -15,13 +15,13 @@ import (
 // ("key: value") come first, as `go test -bench` writes them.
 //
 //	BenchmarkLateness/level=1s/mode=exact 200 1016000 p50-ns 1370000 p99-ns ...
-func (r *Report) WriteBenchfmt(w io.Writer) error {
+func WriteBenchfmt(w io.Writer, r *Report) error {
 	var b strings.Builder
-	config := [][2]string{
+	configLines := [][2]string{
 		{"goos", r.Machine.OS}, {"goarch", r.Machine.Arch}, {"pkg", "github.com/kdelay/kdelay/bench"},
 		{"cpu", r.Machine.Model}, {"broker", r.Broker}, {"forwarder", r.Runner},
 	}
-	for _, kv := range config {
+	for _, kv := range configLines {
 		if kv[1] != "" {
 			fmt.Fprintf(&b, "%s: %s\n", kv[0], kv[1])
 		}

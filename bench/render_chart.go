@@ -36,9 +36,10 @@ var (
 	}
 )
 
-// WriteSVG draws the lateness p50, p99 and max of every mode per level, per
-// multi-hop delay and for the machine's floor, on a logarithmic axis.
-func (r *Report) WriteSVG(w io.Writer) error {
+// WriteSVG draws r's lateness p50, p99 and max of every mode per level, per
+// multi-hop delay and for the machine's floor, on a logarithmic axis, as an
+// SVG chart.
+func WriteSVG(w io.Writer, r *Report) error {
 	cats := chartCategories(r)
 	lo, hi := chartRange(r, cats)
 	var b strings.Builder

@@ -1,0 +1,103 @@
+package main
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// TestBenchHelpAgreesWithREADME: `kdelay bench --help` and the README's
+// "Benchmarks" section give the same time for the default run, so that a
+// user who reads one is not surprised by the other.
+func TestBenchHelpAgreesWithREADME(t *testing.T) {
+	t.Parallel()
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, section, ok := strings.Cut(string(readme), "\n## Benchmarks\n")
+	if !ok {
+		t.Fatal(`README.md has no "## Benchmarks" section`)
+	}
+	section, _, _ = strings.Cut(section, "\n## ")
+	minutes := regexp.MustCompile(`about (\d+) minutes`)
+	inREADME := minutes.FindStringSubmatch(section)
+	inHelp := minutes.FindStringSubmatch(newBench().Long)
+	if inREADME == nil || inHelp == nil {
+		t.Fatalf("no \"about N minutes\": README %q, help %q", inREADME, inHelp)
+	}
+	if inHelp[1] != inREADME[1] {
+		t.Errorf("kdelay bench --help says about %s minutes, README's Benchmarks section about %s", inHelp[1], inREADME[1])
+	}
+}
+
+// TestBenchRunnerFlags: --running, --in-process and neither choose how the
+// forwarder under test runs, and the combinations that cannot work say why.
+func TestBenchRunnerFlags(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		flags   benchFlags
+		want    string // the Runner's String, or the start of the error
+		wantErr bool
+	}{
+		{"default: a child kdelay serve", benchFlags{}, "child process: kdelay serve", false},
+		{"in process", benchFlags{runInProcess: true}, "in-process", false},
+		{"running", benchFlags{measureRunning: true, brokers: []string{"kafka:9092"}, prefix: "kdelay", group: "g"},
+			"running kdelay serve (ingress kdelay.ingress, group g)", false},
+		{"running and in process", benchFlags{measureRunning: true, runInProcess: true, brokers: []string{"kafka:9092"}},
+			"--running and --in-process exclude each other", true},
+		{"running without brokers", benchFlags{measureRunning: true}, "--running needs --brokers", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			r, err := tt.flags.forwarderRunner()
+			if tt.wantErr {
+				if err == nil || !strings.HasPrefix(err.Error(), tt.want) {
+					t.Errorf("error %v, want one starting %q", err, tt.want)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := r.String(); got != tt.want {
+				t.Errorf("runner %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestBenchModesOfRunning: a running kdelay serve has one mode, exact unless
+// --modes names the other; asking for two is an error that says which flag.
+func TestBenchModesOfRunning(t *testing.T) {
+	t.Parallel()
+	running := benchFlags{measureRunning: true, brokers: []string{"kafka:9092"}, quiet: true}
+	tests := []struct {
+		name  string
+		modes []string
+		set   bool
+		want  string // modes after bench's defaults, or the error
+	}{
+		{"no --modes: the bench default", []string{"exact", "poll"}, false, "[exact]"},
+		{"--modes poll", []string{"poll"}, true, "[poll]"},
+		{"--modes exact,poll", []string{"exact", "poll"}, true, "--running measures the one mode"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			f := running
+			cfg, err := f.config(workloadFlags{modes: tt.modes, modesSet: tt.set})
+			got := fmt.Sprint(cfg.WithDefaults().Modes)
+			if err != nil {
+				got = err.Error()
+			}
+			if !strings.HasPrefix(got, tt.want) {
+				t.Errorf("got %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
