@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/kdelay/kdelay"
 )
 
 // Delay says when a record is due: After a duration from when it is sent, or
@@ -29,11 +31,11 @@ func (d Delay) Due(now time.Time) (time.Time, error) {
 	case d.abs && d.at.IsZero():
 		return time.Time{}, errors.New("At(time.Time{}): the zero time; pass the time to deliver at, or After(0) for now")
 	case d.abs:
-		return ceilMillis(d.at), nil
+		return kdelay.CeilMillis(d.at), nil
 	case d.after < 0:
 		return time.Time{}, fmt.Errorf("After(%s): negative delay; use After(0) to deliver now, or At(t) for a time", d.after)
 	}
-	return ceilMillis(now.Add(d.after)), nil
+	return kdelay.CeilMillis(now.Add(d.after)), nil
 }
 
 // String is "after 1m30s" or "at 2026-11-22T08:00:00Z".
@@ -42,22 +44,4 @@ func (d Delay) String() string {
 		return "at " + d.at.Format(time.RFC3339Nano)
 	}
 	return "after " + d.after.String()
-}
-
-// ceilMillis rounds t up to the millisecond. It drops the monotonic reading,
-// so durations to it are measured on the wall clock, as Kafka's are.
-func ceilMillis(t time.Time) time.Time {
-	if tr := t.Truncate(time.Millisecond); !tr.Equal(t) {
-		return tr.Add(time.Millisecond)
-	}
-	return t.Round(0)
-}
-
-// ceilMs is d in whole milliseconds, rounded up.
-func ceilMs(d time.Duration) int64 {
-	ms := d.Milliseconds()
-	if time.Duration(ms)*time.Millisecond < d {
-		ms++
-	}
-	return ms
 }

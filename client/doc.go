@@ -7,9 +7,10 @@
 // A Producer sends a record to be delivered to a target topic after a delay
 // or at a time:
 //
-//	p, err := client.NewProducer(cl, client.ProducerConfig{})
+//	p, err := client.NewProducer(ctx, cl, client.ProducerConfig{})
 //	id, err := p.Send(ctx, "reminders", &kgo.Record{Key: k, Value: v}, client.After(90*time.Second))
-//	id, err = p.Send(ctx, "reminders", &kgo.Record{Key: k, Value: v}, client.At(t))
+//	id, err = p.Send(ctx, "reminders", &kgo.Record{Key: k, Value: v}, client.At(t),
+//		client.WithID("order-42"), client.WithHeaders(hs...))
 //
 // Send writes the record straight into the level topic that kdelay's ingress
 // router would have chosen, which saves a hop and its latency, or into the
@@ -20,14 +21,20 @@
 // kdelay compares due times with its own clock: a skew between the two moves
 // delivery by as much.
 //
+// Send checks the record it builds as kdelay will, with package kdelay's
+// rules: a record kdelay would dead-letter (an invalid or own target, a delay
+// beyond the maximum, an empty id) fails Send with kdelay's reason instead.
+//
 // To do that the Producer must know the server's topic prefix, levels and
 // maximum delay: ProducerConfig's zero value matches a server run with its
-// defaults, and other servers need the same values in ProducerConfig. A
-// Producer with a level the server lacks gets an error from Send; one with
-// fewer levels works, its records taking more hops.
+// defaults, and other servers need the same values in ProducerConfig.
+// NewProducer checks with the broker that the topics of that prefix and
+// those levels exist, and fails naming them otherwise; a Producer with fewer
+// levels than the server works, its records taking more hops.
 //
 // Delayed builds a record for the ingress topic instead, for producing with
-// any kgo.Client; any other producer, in any language, can set the headers
+// any kgo.Client, with the same options and WithTopicPrefix for a server's
+// prefix; any other producer, in any language, can set the headers
 // documented in package kdelay.
 //
 // # Consuming

@@ -25,9 +25,9 @@ type ProducerConfig struct {
 	Topics kdelay.Topics
 
 	// Levels are the server's delay levels. A subset works (records take
-	// more hops); a level the server lacks has no topic, and Send fails with
-	// UNKNOWN_TOPIC_OR_PARTITION. Default levels.Default(), 1s to 2h, the
-	// server's default.
+	// more hops); a level the server lacks has no topic, and NewProducer
+	// fails naming it (Send, with SkipTopicCheck). Default levels.Default(),
+	// 1s to 2h, the server's default.
 	Levels levels.Set
 
 	// MaxDelay is the longest delay Send accepts: the server's max-delay,
@@ -41,6 +41,16 @@ type ProducerConfig struct {
 	// IDFunc returns the kdelay-id of a record sent without one. Default: a
 	// UUIDv7, unique and sorted by time.
 	IDFunc func() string
+
+	// TopicCheckTimeout bounds how long NewProducer waits for the broker to
+	// say whether kdelay's ingress and level topics exist. Default 10s.
+	TopicCheckTimeout time.Duration
+
+	// SkipTopicCheck makes NewProducer skip that check, for a process that
+	// starts before its broker is reachable: a wrong prefix or level is then
+	// found by the first Send, which fails saying which topic is missing.
+	// Default false: NewProducer checks.
+	SkipTopicCheck bool
 }
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -50,6 +60,7 @@ func (c ProducerConfig) WithDefaults() ProducerConfig {
 		c.Levels = levels.Default()
 	}
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
+	c.TopicCheckTimeout = cmp.Or(c.TopicCheckTimeout, 10*time.Second)
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
@@ -77,11 +88,16 @@ type Producer struct {
 	plan route.Planner
 }
 
-// NewProducer returns a Producer that sends with cl. cl must not be
-// transactional or flush manually (Send waits for each record's ack), and
-// should not allow auto topic creation: a record for a level the server
-// lacks would then wait in a topic nobody reads instead of failing.
-func NewProducer(cl *kgo.Client, cfg ProducerConfig) (*Producer, error) {
+// NewProducer returns a Producer that sends with cl, once the broker says
+// that kdelay's ingress topic and the topic of each of cfg's levels exist:
+// with a wrong prefix or a level the server lacks it fails, naming them. It
+// waits for the broker until ctx ends or for cfg.TopicCheckTimeout (10s),
+// whichever is sooner; set cfg.SkipTopicCheck to construct it without a
+// broker. cl must not be transactional or flush manually (Send waits for
+// each record's ack), and should not allow auto topic creation: a record for
+// a level the server lacks would then wait in a topic nobody reads instead of
+// failing.
+func NewProducer(ctx context.Context, cl *kgo.Client, cfg ProducerConfig) (*Producer, error) {
 	if cl == nil {
 		return nil, errors.New("kafka client: nil; pass a *kgo.Client")
 	}
@@ -89,6 +105,14 @@ func NewProducer(cl *kgo.Client, cfg ProducerConfig) (*Producer, error) {
 	plan := cfg.planner()
 	if err := plan.Validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.SkipTopicCheck {
+		err := route.CheckTopics(ctx, plan, cfg.TopicCheckTimeout, func(ctx context.Context, topics []string) ([]string, error) {
+			return missingTopics(ctx, cl, topics)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return &Producer{cl: cl, now: cfg.NowFunc, plan: plan}, nil
 }
@@ -102,19 +126,23 @@ func NewProducer(cl *kgo.Client, cfg ProducerConfig) (*Producer, error) {
 // ingress router would have written it; otherwise into the ingress topic with
 // kdelay-deliver-at. Either way kdelay never delivers it before it is due.
 //
-// The id is rec's kdelay-id header if it has one, else a new one. rec is not
-// modified; routing headers on it (kdelay-target, kdelay-delay,
-// kdelay-deliver-at) are dropped. On error the id is returned too: to retry
-// without risking two copies under two ids, set it as rec's kdelay-id and
-// call Send again.
-func (p *Producer) Send(ctx context.Context, target string, rec *kgo.Record, when Delay) (id string, err error) {
-	r, id, err := p.record(target, rec, when)
+// The id is WithID's if given, else rec's kdelay-id header, else a new one.
+// WithHeaders adds headers after rec's. rec is not modified; routing headers
+// on it (kdelay-target, kdelay-delay, kdelay-deliver-at) are dropped. Send
+// checks the record it built as kdelay will, and a record kdelay would
+// dead-letter (an invalid or own target, a delay beyond MaxDelay, an empty
+// id) fails with kdelay's reason, before anything is produced.
+//
+// On a produce error the id is returned too: to retry without risking two
+// copies under two ids, call Send again with WithID(id).
+func (p *Producer) Send(ctx context.Context, target string, rec *kgo.Record, when Delay, opts ...Option) (id string, err error) {
+	r, id, err := p.record(target, rec, when, route.Apply(opts))
 	if err != nil {
 		return "", fmt.Errorf("send to %s %s: %w", target, when, err)
 	}
 	if err := p.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
-			err = p.plan.Missing(r.Topic, err)
+			err = p.plan.Missing([]string{r.Topic}, err)
 		}
 		return id, fmt.Errorf("send %s to %s via %s: %w", id, target, r.Topic, err)
 	}
@@ -122,27 +150,21 @@ func (p *Producer) Send(ctx context.Context, target string, rec *kgo.Record, whe
 }
 
 // record is the record Send produces.
-func (p *Producer) record(target string, rec *kgo.Record, when Delay) (*kgo.Record, string, error) {
+func (p *Producer) record(target string, rec *kgo.Record, when Delay, o route.Options) (*kgo.Record, string, error) {
 	if rec == nil {
 		return nil, "", errors.New("nil record; pass &kgo.Record{Key: key, Value: value}")
+	}
+	if err := p.plan.CheckPrefix(o); err != nil {
+		return nil, "", err
 	}
 	now := p.now()
 	due, err := when.Due(now)
 	if err != nil {
 		return nil, "", err
 	}
-	user, id, err := route.Split(rec.Headers,
-		func(h kgo.RecordHeader) string { return h.Key },
-		func(h kgo.RecordHeader) string { return string(h.Value) })
+	pl, hs, err := route.Record(p.plan, target, rec.Headers, o, now, due)
 	if err != nil {
 		return nil, "", err
 	}
-	pl, err := p.plan.Plan(target, id, now, due)
-	if err != nil {
-		return nil, "", err
-	}
-	for _, h := range pl.Headers {
-		user = append(user, kgo.RecordHeader{Key: h.Key, Value: []byte(h.Value)})
-	}
-	return &kgo.Record{Topic: pl.Topic, Key: rec.Key, Value: rec.Value, Headers: user, Timestamp: pl.Timestamp, Context: rec.Context}, pl.ID, nil
+	return &kgo.Record{Topic: pl.Topic, Key: rec.Key, Value: rec.Value, Headers: hs, Timestamp: pl.Timestamp, Context: rec.Context}, pl.ID, nil
 }

@@ -2,6 +2,7 @@ package client_test
 
 import (
 	"context"
+	"strings"
 	"testing"
 	"time"
 
@@ -18,20 +19,46 @@ func TestKafkaGoProducer(t *testing.T) {
 	t.Parallel()
 	fx := setup(t)
 	w := fx.writer()
-	p, err := kafkago.NewProducer(w, fx.cfg)
+	p, err := kafkago.NewProducer(context.Background(), w, fx.cfg)
 	if err != nil {
 		t.Fatalf("kafkago.NewProducer: %v", err)
 	}
-	sends := fx.sendThrough(func(ctx context.Context, target string, key, value []byte, hs [][2]string, when client.Delay) (string, error) {
-		m := kafka.Message{Key: key, Value: value}
-		for _, h := range hs {
-			m.Headers = append(m.Headers, kafka.Header{Key: h[0], Value: []byte(h[1])})
+	sends := fx.sendThrough(func(ctx context.Context, target string, m message, when client.Delay) (string, error) {
+		msg := kafka.Message{Key: m.key, Value: m.value, Headers: kafkaHeaders(m.headers)}
+		var opts []client.Option
+		if m.extra != nil {
+			opts = append(opts, kafkago.WithHeaders(kafkaHeaders(m.extra)...))
 		}
-		return p.Send(ctx, target, m, when)
+		if m.id != "" {
+			opts = append(opts, client.WithID(m.id))
+		}
+		return p.Send(ctx, target, msg, when, opts...)
 	})
 	t.Run("a kafka.Reader handles each once through Idempotent", func(t *testing.T) {
 		fx.readIdempotent(t, sends)
 	})
+}
+
+func kafkaHeaders(hs [][2]string) []kafka.Header {
+	var khs []kafka.Header
+	for _, h := range hs {
+		khs = append(khs, kafka.Header{Key: h[0], Value: []byte(h[1])})
+	}
+	return khs
+}
+
+// A wrong prefix fails kafkago.NewProducer, naming the topics the server
+// must have.
+func TestKafkaGoProducerWrongPrefix(t *testing.T) {
+	t.Parallel()
+	fx := setup(t)
+	cfg := fx.cfg
+	cfg.Topics.Prefix = "wrong"
+	_, err := kafkago.NewProducer(context.Background(), fx.writer(), cfg)
+	want := `topics wrong.ingress, wrong.level.1s, wrong.level.2s do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("kafkago.NewProducer: %v, want an error saying %q", err, want)
+	}
 }
 
 // readIdempotent reads the target with a kafka.Reader in a group and hands

@@ -2,8 +2,8 @@ package client_test
 
 import (
 	"context"
+	"fmt"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,21 +19,42 @@ import (
 func TestProducer(t *testing.T) {
 	t.Parallel()
 	fx := setup(t)
-	p, err := client.NewProducer(fx.cluster.Client(kgo.ProducerLinger(0)), fx.cfg)
+	p, err := client.NewProducer(context.Background(), fx.cluster.Client(kgo.ProducerLinger(0)), fx.cfg)
 	if err != nil {
 		t.Fatalf("NewProducer: %v", err)
 	}
-	fx.sendThrough(func(ctx context.Context, target string, key, value []byte, hs [][2]string, when client.Delay) (string, error) {
-		r := &kgo.Record{Key: key, Value: value}
-		for _, h := range hs {
-			r.Headers = append(r.Headers, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+	fx.sendThrough(func(ctx context.Context, target string, m message, when client.Delay) (string, error) {
+		r := &kgo.Record{Key: m.key, Value: m.value, Headers: recordHeaders(m.headers)}
+		var opts []client.Option
+		if m.extra != nil {
+			opts = append(opts, client.WithHeaders(recordHeaders(m.extra)...))
 		}
-		return p.Send(ctx, target, r, when)
+		if m.id != "" {
+			opts = append(opts, client.WithID(m.id))
+		}
+		return p.Send(ctx, target, r, when, opts...)
 	})
 }
 
+func recordHeaders(hs [][2]string) []kgo.RecordHeader {
+	var rhs []kgo.RecordHeader
+	for _, h := range hs {
+		rhs = append(rhs, kgo.RecordHeader{Key: h[0], Value: []byte(h[1])})
+	}
+	return rhs
+}
+
+// message is what a sender sends: a key, a value and headers, plus the
+// headers of WithHeaders (extra) and the id of WithID, when not nil or "".
+type message struct {
+	key, value []byte
+	headers    [][2]string
+	extra      [][2]string
+	id         string
+}
+
 // sender sends one delayed record the way the producer under test does.
-type sender func(ctx context.Context, target string, key, value []byte, headers [][2]string, when client.Delay) (string, error)
+type sender func(ctx context.Context, target string, m message, when client.Delay) (string, error)
 
 // sendCase is one record of an end-to-end test: due offset after the time of
 // sending, or at that time plus offset, written first to the level via (""
@@ -43,7 +64,9 @@ type sendCase struct {
 	offset time.Duration
 	at     bool
 	via    string
-	id     string // the caller's kdelay-id, "" for none
+	id     string      // the caller's kdelay-id header, "" for none
+	withID string      // the id of WithID, "" for none
+	extra  [][2]string // the headers of WithHeaders
 }
 
 var sendCases = []sendCase{
@@ -55,6 +78,17 @@ var sendCases = []sendCase{
 	{name: "at an hour ago", offset: -time.Hour, at: true, via: ""},
 	{name: "at 1.2s from now", offset: 1200 * time.Millisecond, at: true, via: "1s"},
 	{name: "caller's id", offset: 300 * time.Millisecond, via: "", id: "order-42"},
+	{name: "WithID", offset: 1200 * time.Millisecond, via: "1s", withID: "order-43"},
+	{name: "WithID over the caller's id", offset: 300 * time.Millisecond, via: "", id: "order-44", withID: "order-45"},
+	{name: "WithHeaders", offset: 2100 * time.Millisecond, via: "2s", extra: [][2]string{{"b", "2"}, {"a", "3"}}},
+}
+
+// wantID is the id a case's record must have, "" for a new one.
+func (c sendCase) wantID() string {
+	if c.withID != "" {
+		return c.withID
+	}
+	return c.id
 }
 
 // sent is a record as sent: its id, when Send was called and returned, and
@@ -94,23 +128,24 @@ func (fx *fixture) send(send sender, c sendCase) sent {
 	}
 	s := sent{sendCase: c, before: time.Now()}
 	when := client.After(c.offset)
-	s.dueMin, s.dueMax = ceilMillis(s.before.Add(c.offset)), time.Time{}
+	s.dueMin, s.dueMax = kdelay.CeilMillis(s.before.Add(c.offset)), time.Time{}
 	if c.at {
 		when = client.At(s.before.Add(c.offset))
 		s.dueMax = s.dueMin
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	id, err := send(ctx, fx.target, []byte(c.name), []byte("value of "+c.name), hs, when)
+	m := message{key: []byte(c.name), value: []byte("value of " + c.name), headers: hs, extra: c.extra, id: c.withID}
+	id, err := send(ctx, fx.target, m, when)
 	if err != nil {
 		fx.t.Fatalf("send %s: %v", c.name, err)
 	}
 	s.id, s.after = id, time.Now()
 	if !c.at {
-		s.dueMax = ceilMillis(s.after.Add(c.offset))
+		s.dueMax = kdelay.CeilMillis(s.after.Add(c.offset))
 	}
-	if c.id != "" && id != c.id {
-		fx.t.Errorf("send %s returned id %q, want the caller's %q", c.name, id, c.id)
+	if want := c.wantID(); want != "" && id != want {
+		fx.t.Errorf("send %s returned id %q, want the caller's %q", c.name, id, want)
 	}
 	return s
 }
@@ -139,7 +174,11 @@ func (fx *fixture) checkDelivered(t *testing.T, sends []sent) {
 		if a.At.Before(due) {
 			t.Errorf("%s: arrived at %s, %s before it was due", s.name, a.At, due.Sub(a.At))
 		}
-		want := []string{"case=" + s.name, "a=1", kdelay.HeaderID + "=" + s.id, kdelay.HeaderDeliverAt + "=" + strconv.FormatInt(due.UnixMilli(), 10)}
+		want := []string{"case=" + s.name, "a=1"}
+		for _, h := range s.extra {
+			want = append(want, h[0]+"="+h[1])
+		}
+		want = append(want, kdelay.HeaderID+"="+s.id, kdelay.HeaderDeliverAt+"="+kdelay.FormatDeliverAt(due))
 		if hs := headers(a.Record); !slices.Equal(hs, want) {
 			t.Errorf("%s: headers %q, want %q", s.name, hs, want)
 		}
@@ -209,13 +248,8 @@ func later(a, b time.Time) time.Time {
 	return a
 }
 
-func ceilMillis(t time.Time) time.Time {
-	if tr := t.Truncate(time.Millisecond); !tr.Equal(t) {
-		return tr.Add(time.Millisecond)
-	}
-	return t
-}
-
+// A record kdelay would dead-letter fails Send with kdelay's reason, before
+// anything is produced.
 func TestProducerRefuses(t *testing.T) {
 	t.Parallel()
 	cl, err := kgo.NewClient(kgo.SeedBrokers("127.0.0.1:1")) // never dialled: every case fails before producing
@@ -223,7 +257,7 @@ func TestProducerRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(cl.Close)
-	p, err := client.NewProducer(cl, client.ProducerConfig{})
+	p, err := client.NewProducer(context.Background(), cl, client.ProducerConfig{SkipTopicCheck: true})
 	if err != nil {
 		t.Fatalf("NewProducer: %v", err)
 	}
@@ -238,20 +272,26 @@ func TestProducerRefuses(t *testing.T) {
 		name, target string
 		rec          *kgo.Record
 		when         client.Delay
+		opts         []client.Option
 		want         string
 	}{
-		{"an empty target", "", rec(), client.After(time.Second), "target is empty"},
-		{"a negative delay", "orders", rec(), client.After(-time.Second), "negative delay"},
-		{"the zero time", "orders", rec(), client.At(time.Time{}), "the zero time"},
-		{"kdelay's own topic as target", "kdelay.level.5s", rec(), client.After(time.Second), "kdelay's own topics"},
-		{"a delay beyond the maximum", "orders", rec(), client.After(401 * 24 * time.Hour), "more than the maximum delay"},
-		{"kdelay-id twice", "orders", rec(kdelay.HeaderID, "a", kdelay.HeaderID, "b"), client.After(time.Second), "set it once"},
-		{"no record", "orders", nil, client.After(time.Second), "nil record"},
+		{"an empty target", "", rec(), client.After(time.Second), nil, "header kdelay-target is missing"},
+		{"an invalid target name", "orders eu", rec(), client.After(time.Second), nil, `header kdelay-target "orders eu" is not a valid topic name`},
+		{"kdelay's own topic as target", "kdelay.level.5s", rec(), client.After(time.Second), nil, `names kdelay's own topic "kdelay.level.5s"`},
+		{"a delay beyond the maximum", "orders", rec(), client.After(401 * 24 * time.Hour), nil, "more than the maximum delay 9600h0m0s (max-delay)"},
+		{"a time before 1970", "orders", rec(), client.At(time.Unix(-1, 0)), nil, "is negative"},
+		{"an empty kdelay-id header", "orders", rec(kdelay.HeaderID, ""), client.After(time.Second), nil, "header kdelay-id is empty"},
+		{"an empty WithID", "orders", rec(), client.After(time.Second), []client.Option{client.WithID("")}, "header kdelay-id is empty"},
+		{"two kdelay-id headers", "orders", rec(kdelay.HeaderID, "a", kdelay.HeaderID, "b"), client.After(time.Second), nil, "appears 2 times; set it once"},
+		{"a negative delay", "orders", rec(), client.After(-time.Second), nil, "negative delay"},
+		{"the zero time", "orders", rec(), client.At(time.Time{}), nil, "the zero time"},
+		{"WithTopicPrefix", "orders", rec(), client.After(time.Second), []client.Option{client.WithTopicPrefix("payments")}, "is for Delayed"},
+		{"no record", "orders", nil, client.After(time.Second), nil, "nil record"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := p.Send(context.Background(), c.target, c.rec, c.when)
-			if err == nil || !strings.Contains(err.Error(), c.want) {
-				t.Errorf("Send: %v, want an error saying %q", err, c.want)
+			id, err := p.Send(context.Background(), c.target, c.rec, c.when, c.opts...)
+			if err == nil || !strings.Contains(err.Error(), c.want) || id != "" {
+				t.Errorf("Send = %q, %v; want no id and an error saying %q", id, err, c.want)
 			}
 		})
 	}
@@ -273,9 +313,11 @@ func TestNewProducerRefuses(t *testing.T) {
 		{"no client", nil, client.ProducerConfig{}, "pass a *kgo.Client"},
 		{"unsorted levels", cl, client.ProducerConfig{Levels: levels.Set{{Name: "2s", Delay: 2 * time.Second}, {Name: "1s", Delay: time.Second}}}, "levels.Parse"},
 		{"a negative maximum delay", cl, client.ProducerConfig{MaxDelay: -time.Hour}, "max-delay"},
+		{"a negative topic check timeout", cl, client.ProducerConfig{TopicCheckTimeout: -time.Second}, "leave it 0 for 10s"},
+		{"a broker it cannot reach", cl, client.ProducerConfig{TopicCheckTimeout: 200 * time.Millisecond}, "is the broker reachable? Set ProducerConfig.SkipTopicCheck"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := client.NewProducer(c.cl, c.cfg)
+			_, err := client.NewProducer(context.Background(), c.cl, c.cfg)
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("NewProducer: %v, want an error saying %q", err, c.want)
 			}
@@ -283,26 +325,48 @@ func TestNewProducerRefuses(t *testing.T) {
 	}
 }
 
-// A level the server lacks has no topic: Send says so rather than leaving
-// the record in a topic nobody reads.
-func TestProducerLevelServerLacks(t *testing.T) {
+// A prefix or a level the server lacks has no topic: NewProducer says so,
+// naming what the server must have, and Send too when the check is skipped,
+// rather than leaving the record in a topic nobody reads.
+func TestProducerTopicsServerLacks(t *testing.T) {
 	t.Parallel()
-	cluster := kafkatest.New(t)
+	fx := setup(t)
 	set, err := levels.Parse([]string{"1s", "3s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := client.NewProducer(cluster.Client(), client.ProducerConfig{Topics: kdelay.Topics{Prefix: kafkatest.Name(t)}, Levels: set})
-	if err != nil {
-		t.Fatalf("NewProducer: %v", err)
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	id, err := p.Send(ctx, "orders", &kgo.Record{Value: []byte("v")}, client.After(5*time.Second))
-	if err == nil || !strings.Contains(err.Error(), "does not exist") {
-		t.Fatalf("Send: %v, want an error saying the level topic does not exist", err)
-	}
-	if id == "" {
-		t.Errorf("Send returned no id with its error, want the id to retry with")
+	for _, c := range []struct {
+		name string
+		cfg  client.ProducerConfig
+		want string
+	}{
+		{"a wrong prefix", client.ProducerConfig{Topics: kdelay.Topics{Prefix: "wrong"}, Levels: fx.cfg.Levels},
+			`topics wrong.ingress, wrong.level.1s, wrong.level.2s do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`},
+		{"a level the server lacks", client.ProducerConfig{Topics: fx.cfg.Topics, Levels: set},
+			fmt.Sprintf("topic %s does not exist: is kdelay running with topic prefix %q and levels [1s 3s]?", fx.cfg.Topics.Level("3s"), fx.cfg.Topics.Prefix)},
+	} {
+		t.Run(c.name+" fails NewProducer", func(t *testing.T) {
+			_, err := client.NewProducer(context.Background(), fx.cluster.Client(), c.cfg)
+			if err == nil || !strings.Contains(err.Error(), c.want) {
+				t.Errorf("NewProducer: %v, want an error saying %q", err, c.want)
+			}
+		})
+		t.Run(c.name+" fails Send when the check is skipped", func(t *testing.T) {
+			cfg := c.cfg
+			cfg.SkipTopicCheck = true
+			p, err := client.NewProducer(context.Background(), fx.cluster.Client(), cfg)
+			if err != nil {
+				t.Fatalf("NewProducer: %v", err)
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+			defer cancel()
+			id, err := p.Send(ctx, fx.target, &kgo.Record{Value: []byte("v")}, client.After(5*time.Second))
+			if err == nil || !strings.Contains(err.Error(), "does not exist") {
+				t.Fatalf("Send: %v, want an error saying the topic does not exist", err)
+			}
+			if id == "" {
+				t.Errorf("Send returned no id with its error, want the id to retry with")
+			}
+		})
 	}
 }

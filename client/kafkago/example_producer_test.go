@@ -20,7 +20,9 @@ func ExampleNewProducer() {
 		Balancer:     &kafka.Hash{},
 	}
 	defer w.Close()
-	p, err := kafkago.NewProducer(w, client.ProducerConfig{})
+	// NewProducer fails if the broker lacks the server's topics, or does
+	// not answer within 10 seconds.
+	p, err := kafkago.NewProducer(context.Background(), w, client.ProducerConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -30,16 +32,26 @@ func ExampleNewProducer() {
 func ExampleProducer_Send() {
 	w := &kafka.Writer{Addr: kafka.TCP("localhost:9092"), RequiredAcks: kafka.RequireAll, BatchTimeout: 5 * time.Millisecond}
 	defer w.Close()
-	p, err := kafkago.NewProducer(w, client.ProducerConfig{})
+	ctx := context.Background()
+	p, err := kafkago.NewProducer(ctx, w, client.ProducerConfig{})
 	if err != nil {
 		log.Fatal(err)
 	}
 	msg := kafka.Message{Key: []byte("order-42"), Value: []byte(`{"remind":"payment"}`)}
-	id, err := p.Send(context.Background(), "reminders", msg, client.After(90*time.Second))
+	id, err := p.Send(ctx, "reminders", msg, client.After(90*time.Second))
 	if err != nil {
 		log.Fatal(err)
 	}
 	fmt.Println("reminder", id, "is due in 90s")
+
+	// An id of your own, which consumers dedupe by, and headers that are
+	// delivered after the message's own.
+	_, err = p.Send(ctx, "reminders", msg, client.After(90*time.Second),
+		client.WithID("order-42-payment"),
+		kafkago.WithHeaders(kafka.Header{Key: "trace-id", Value: []byte("abc")}))
+	if err != nil {
+		log.Fatal(err)
+	}
 }
 
 func ExampleDelayed() {
@@ -53,4 +65,29 @@ func ExampleDelayed() {
 	// kdelay.ingress
 	// kdelay-target: reminders
 	// kdelay-delay: 90000
+}
+
+func ExampleDelayed_options() {
+	// An id, headers, and a server run with --topic-prefix payments.
+	m := kafkago.Delayed("reminders", []byte("order-42"), []byte("pay"), client.After(90*time.Second),
+		client.WithID("order-42-payment"),
+		kafkago.WithHeaders(kafka.Header{Key: "trace-id", Value: []byte("abc")}),
+		client.WithTopicPrefix("payments"))
+	fmt.Println(m.Topic)
+	for _, h := range m.Headers {
+		fmt.Printf("%s: %s\n", h.Key, h.Value)
+	}
+	// Output:
+	// payments.ingress
+	// trace-id: abc
+	// kdelay-id: order-42-payment
+	// kdelay-target: reminders
+	// kdelay-delay: 90000
+}
+
+func ExampleWithHeaders() {
+	m := kafkago.Delayed("reminders", nil, []byte("pay"), client.After(time.Second),
+		kafkago.WithHeaders(kafka.Header{Key: "trace-id", Value: []byte("abc")}))
+	fmt.Printf("%s: %s\n", m.Headers[0].Key, m.Headers[0].Value)
+	// Output: trace-id: abc
 }

@@ -22,21 +22,27 @@ func TestDelayed(t *testing.T) {
 	t.Parallel()
 	at := time.UnixMilli(1_790_000_000_123)
 	for _, c := range []struct {
-		name string
-		when client.Delay
-		want kafka.Header
+		name  string
+		when  client.Delay
+		opts  []client.Option
+		topic string
+		want  []string
 	}{
-		{"After is kdelay-delay in milliseconds", client.After(90 * time.Second), kafka.Header{Key: kdelay.HeaderDelay, Value: []byte("90000")}},
-		{"At is kdelay-deliver-at in epoch milliseconds", client.At(at), kafka.Header{Key: kdelay.HeaderDeliverAt, Value: []byte("1790000000123")}},
+		{"After is kdelay-delay in milliseconds", client.After(90 * time.Second), nil, "kdelay.ingress",
+			[]string{kdelay.HeaderTarget + "=orders", kdelay.HeaderDelay + "=90000"}},
+		{"At is kdelay-deliver-at in epoch milliseconds", client.At(at), nil, "kdelay.ingress",
+			[]string{kdelay.HeaderTarget + "=orders", kdelay.HeaderDeliverAt + "=1790000000123"}},
+		{"options set headers, id and prefix", client.After(time.Second),
+			[]client.Option{kafkago.WithHeaders(kafka.Header{Key: "a", Value: []byte("1")}), client.WithID("id-1"), client.WithTopicPrefix("payments")},
+			"payments.ingress", []string{"a=1", kdelay.HeaderID + "=id-1", kdelay.HeaderTarget + "=orders", kdelay.HeaderDelay + "=1000"}},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			m := kafkago.Delayed("orders", []byte("k"), []byte("v"), c.when)
-			want := []string{kdelay.HeaderTarget + "=orders", c.want.Key + "=" + string(c.want.Value)}
-			if hs := headers(m); strings.Join(hs, ",") != strings.Join(want, ",") {
-				t.Errorf("headers %q, want %q", hs, want)
+			m := kafkago.Delayed("orders", []byte("k"), []byte("v"), c.when, c.opts...)
+			if hs := headers(m); strings.Join(hs, ",") != strings.Join(c.want, ",") {
+				t.Errorf("headers %q, want %q", hs, c.want)
 			}
-			if m.Topic != "kdelay.ingress" || string(m.Key) != "k" || string(m.Value) != "v" || !m.Time.IsZero() {
-				t.Errorf("topic %q key %q value %q time %s, want kdelay.ingress, k, v and no time", m.Topic, m.Key, m.Value, m.Time)
+			if m.Topic != c.topic || string(m.Key) != "k" || string(m.Value) != "v" || !m.Time.IsZero() {
+				t.Errorf("topic %q key %q value %q time %s, want %s, k, v and no time", m.Topic, m.Key, m.Value, m.Time, c.topic)
 			}
 		})
 	}
@@ -66,34 +72,48 @@ func TestNewProducerRefuses(t *testing.T) {
 		{"an async writer", func(w *kafka.Writer) *kafka.Writer { w.Async = true; return w }, "Async false"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			_, err := kafkago.NewProducer(c.w(good()), client.ProducerConfig{})
+			_, err := kafkago.NewProducer(context.Background(), c.w(good()), client.ProducerConfig{})
 			if err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("NewProducer: %v, want an error saying %q", err, c.want)
 			}
 		})
 	}
-	if _, err := kafkago.NewProducer(good(), client.ProducerConfig{}); err != nil {
+	if _, err := kafkago.NewProducer(context.Background(), good(), client.ProducerConfig{SkipTopicCheck: true}); err != nil {
 		t.Errorf("NewProducer with the documented settings: %v", err)
 	}
+	t.Run("a broker it cannot reach", func(t *testing.T) {
+		tr := &kafka.Transport{}
+		t.Cleanup(tr.CloseIdleConnections)
+		w := &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), RequiredAcks: kafka.RequireAll, Transport: tr}
+		_, err := kafkago.NewProducer(context.Background(), w, client.ProducerConfig{TopicCheckTimeout: 200 * time.Millisecond})
+		if want := "is the broker reachable? Set ProducerConfig.SkipTopicCheck"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("NewProducer: %v, want an error saying %q", err, want)
+		}
+	})
 }
 
 func TestSendRefuses(t *testing.T) {
 	t.Parallel()
-	p, err := kafkago.NewProducer(&kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), RequiredAcks: kafka.RequireAll}, client.ProducerConfig{})
+	p, err := kafkago.NewProducer(context.Background(), &kafka.Writer{Addr: kafka.TCP("127.0.0.1:1"), RequiredAcks: kafka.RequireAll}, client.ProducerConfig{SkipTopicCheck: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, c := range []struct {
 		name, target string
 		when         client.Delay
+		opts         []client.Option
 		want         string
 	}{
-		{"an empty target", "", client.After(time.Second), "target is empty"},
-		{"a negative delay", "orders", client.After(-time.Second), "negative delay"},
-		{"kdelay's own topic", "kdelay.ingress", client.After(time.Second), "kdelay's own topics"},
+		{"an empty target", "", client.After(time.Second), nil, "header kdelay-target is missing"},
+		{"an invalid target name", "orders/eu", client.After(time.Second), nil, "is not a valid topic name"},
+		{"kdelay's own topic", "kdelay.ingress", client.After(time.Second), nil, "names kdelay's own topic"},
+		{"a delay beyond the maximum", "orders", client.After(401 * 24 * time.Hour), nil, "more than the maximum delay"},
+		{"an empty WithID", "orders", client.After(time.Second), []client.Option{client.WithID("")}, "header kdelay-id is empty"},
+		{"an empty kdelay-id header", "orders", client.After(time.Second), []client.Option{kafkago.WithHeaders(kafka.Header{Key: kdelay.HeaderID})}, "header kdelay-id is empty"},
+		{"a negative delay", "orders", client.After(-time.Second), nil, "negative delay"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			if _, err := p.Send(context.Background(), c.target, kafka.Message{}, c.when); err == nil || !strings.Contains(err.Error(), c.want) {
+			if _, err := p.Send(context.Background(), c.target, kafka.Message{}, c.when, c.opts...); err == nil || !strings.Contains(err.Error(), c.want) {
 				t.Errorf("Send: %v, want an error saying %q", err, c.want)
 			}
 		})

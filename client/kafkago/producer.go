@@ -21,10 +21,12 @@ type Producer struct {
 	plan route.Planner
 }
 
-// NewProducer returns a Producer that writes with w. It refuses a Writer
-// that could lose messages without an error, or that has a Topic; see the
-// package documentation for the settings to use.
-func NewProducer(w *kafka.Writer, cfg client.ProducerConfig) (*Producer, error) {
+// NewProducer returns a Producer that writes with w, once the broker at
+// w.Addr says that kdelay's ingress topic and the topic of each of cfg's
+// levels exist; see client.NewProducer for the check, its bound and how to
+// skip it. It refuses a Writer that could lose messages without an error, or
+// that has a Topic; see the package documentation for the settings to use.
+func NewProducer(ctx context.Context, w *kafka.Writer, cfg client.ProducerConfig) (*Producer, error) {
 	if err := checkWriter(w); err != nil {
 		return nil, err
 	}
@@ -32,6 +34,14 @@ func NewProducer(w *kafka.Writer, cfg client.ProducerConfig) (*Producer, error) 
 	plan := route.Planner{Topics: cfg.Topics, Levels: cfg.Levels, MaxDelay: cfg.MaxDelay, NewID: cfg.IDFunc}
 	if err := plan.Validate(); err != nil {
 		return nil, err
+	}
+	if !cfg.SkipTopicCheck {
+		err := route.CheckTopics(ctx, plan, cfg.TopicCheckTimeout, func(ctx context.Context, topics []string) ([]string, error) {
+			return missingTopics(ctx, w, topics)
+		})
+		if err != nil {
+			return nil, err
+		}
 	}
 	return &Producer{w: w, now: cfg.NowFunc, plan: plan}, nil
 }
@@ -55,19 +65,21 @@ func checkWriter(w *kafka.Writer) error {
 // kdelay-id. It works as client.Producer.Send does: the due time is fixed
 // once, from the current time; the message goes straight into the largest
 // level that fits the time remaining, with the current time as its Time, or
-// into the ingress topic below the smallest level; the id is msg's kdelay-id
-// header if it has one, else a new one, and is returned on error too; the
-// routing headers msg carries are dropped. msg's Topic and Partition are
-// ignored.
-func (p *Producer) Send(ctx context.Context, target string, msg kafka.Message, when client.Delay) (id string, err error) {
-	m, id, err := p.message(target, msg, when)
+// into the ingress topic below the smallest level; the id is client.WithID's
+// if given, else msg's kdelay-id header, else a new one, and is returned on
+// a write error too; WithHeaders adds headers after msg's; the routing
+// headers msg carries are dropped; a message kdelay would dead-letter fails
+// with kdelay's reason before anything is written. msg's Topic and Partition
+// are ignored.
+func (p *Producer) Send(ctx context.Context, target string, msg kafka.Message, when client.Delay, opts ...client.Option) (id string, err error) {
+	m, id, err := p.message(target, msg, when, route.Apply(opts))
 	if err != nil {
 		return "", fmt.Errorf("send to %s %s: %w", target, when, err)
 	}
 	if err := p.w.WriteMessages(ctx, m); err != nil {
 		err = first(err)
 		if errors.Is(err, kafka.UnknownTopicOrPartition) {
-			err = p.plan.Missing(m.Topic, err)
+			err = p.plan.Missing([]string{m.Topic}, err)
 		}
 		return id, fmt.Errorf("send %s to %s via %s: %w", id, target, m.Topic, err)
 	}
@@ -75,26 +87,20 @@ func (p *Producer) Send(ctx context.Context, target string, msg kafka.Message, w
 }
 
 // message is the message Send writes.
-func (p *Producer) message(target string, msg kafka.Message, when client.Delay) (kafka.Message, string, error) {
+func (p *Producer) message(target string, msg kafka.Message, when client.Delay, o route.Options) (kafka.Message, string, error) {
+	if err := p.plan.CheckPrefix(o); err != nil {
+		return kafka.Message{}, "", err
+	}
 	now := p.now()
 	due, err := when.Due(now)
 	if err != nil {
 		return kafka.Message{}, "", err
 	}
-	user, id, err := route.Split(msg.Headers,
-		func(h kafka.Header) string { return h.Key },
-		func(h kafka.Header) string { return string(h.Value) })
+	pl, hs, err := route.Record(p.plan, target, msg.Headers, o, now, due)
 	if err != nil {
 		return kafka.Message{}, "", err
 	}
-	pl, err := p.plan.Plan(target, id, now, due)
-	if err != nil {
-		return kafka.Message{}, "", err
-	}
-	for _, h := range pl.Headers {
-		user = append(user, kafka.Header{Key: h.Key, Value: []byte(h.Value)})
-	}
-	return kafka.Message{Topic: pl.Topic, Key: msg.Key, Value: msg.Value, Headers: user, Time: pl.Timestamp, WriterData: msg.WriterData}, pl.ID, nil
+	return kafka.Message{Topic: pl.Topic, Key: msg.Key, Value: msg.Value, Headers: hs, Time: pl.Timestamp, WriterData: msg.WriterData}, pl.ID, nil
 }
 
 // first unwraps the error of the one message in a kafka.WriteErrors, which

@@ -2,13 +2,16 @@
 // into the level topic kdelay's ingress router would choose for it, or into
 // the ingress topic when the time remaining is below the smallest level. It
 // is shared by the franz-go producer of package client and the kafka-go one
-// of package kafkago, so both write exactly what the server expects.
+// of package kafkago, so both write exactly what the server expects. Every
+// wire rule it applies is package kdelay's: it builds the record's headers
+// with kdelay.AppendHop and checks them with kdelay.Parse, as the server will.
 package route
 
 import (
+	"context"
 	"errors"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/kdelay/kdelay"
@@ -46,71 +49,38 @@ func (p Planner) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Header is a routing header to append to the user's headers.
-type Header struct{ Key, Value string }
-
-// Plan is where one record goes and what it carries.
+// Plan is where one record goes.
 type Plan struct {
 	Topic     string    // a level topic, or the ingress topic
 	Level     string    // the level's name; "" for the ingress topic
 	Timestamp time.Time // the record's timestamp: the time the level was chosen
 	Due       time.Time // on the whole millisecond, as kdelay-deliver-at says
 	ID        string
-	Headers   []Header // kdelay-id, kdelay-deliver-at, kdelay-target, in the order the server writes them
 }
 
-// Plan routes a record for target, due at due, planned at now. id is the
-// caller's kdelay-id, or "" for a new one.
-//
-// The level chosen is the one the server's ingress router would choose for a
-// record with timestamp now: the largest that fits the time remaining. Its
-// forwarder releases the record at its timestamp plus the level, which is
-// never after due, and re-plans from due, as for any hop. Below the smallest
-// level the server holds the remainder in memory, so the record goes to the
-// ingress topic with its absolute due time and nothing is gained by a hop.
-func (p Planner) Plan(target, id string, now, due time.Time) (Plan, error) {
-	if err := p.checkTarget(target); err != nil {
-		return Plan{}, err
-	}
-	if far := due.Sub(now); far > p.MaxDelay {
-		return Plan{}, fmt.Errorf("due %s is %s away, more than the maximum delay %s: kdelay would dead-letter it; deliver sooner, or raise max-delay on the server and MaxDelay here",
-			due.Format(time.RFC3339Nano), far, p.MaxDelay)
-	}
-	if id == "" {
-		id = p.NewID()
-	}
-	pl := Plan{Topic: p.Topics.Ingress(), Timestamp: now, Due: due, ID: id}
-	if l, ok := p.Levels.For(due.Sub(now)); ok {
-		pl.Topic, pl.Level = p.Topics.Level(l.Name), l.Name
-	}
-	pl.Headers = []Header{
-		{kdelay.HeaderID, id},
-		{kdelay.HeaderDeliverAt, strconv.FormatInt(due.UnixMilli(), 10)},
-		{kdelay.HeaderTarget, target},
-	}
-	return pl, nil
-}
-
-// checkTarget refuses what the server would dead-letter for its target.
-func (p Planner) checkTarget(target string) error {
-	if target == "" {
-		return errors.New("target is empty; name the topic to deliver to")
-	}
-	own := target == p.Topics.Ingress() || target == p.Topics.DLQ()
+// WriteTopics are the topics a producer writes to: the ingress and every
+// level's.
+func (p Planner) WriteTopics() []string {
+	ts := []string{p.Topics.Ingress()}
 	for _, l := range p.Levels {
-		own = own || target == p.Topics.Level(l.Name)
+		ts = append(ts, p.Topics.Level(l.Name))
 	}
-	if own {
-		return fmt.Errorf("target %q is one of kdelay's own topics; name the topic consumers read", target)
-	}
-	return nil
+	return ts
 }
 
-// Missing explains an unknown-topic error for a planned topic: a prefix or a
-// level the server does not have.
-func (p Planner) Missing(topic string, err error) error {
-	return fmt.Errorf("topic %s does not exist: is kdelay running with topic prefix %q and levels %v? Topics and Levels must match the server's: %w",
-		topic, p.prefix(), p.Levels.Names(), err)
+// Missing explains why topics a producer writes to do not exist: a prefix or
+// levels the server does not have. err is the broker's, or nil.
+func (p Planner) Missing(topics []string, err error) error {
+	what := "topic " + topics[0] + " does not exist"
+	if len(topics) > 1 {
+		what = "topics " + strings.Join(topics, ", ") + " do not exist"
+	}
+	msg := fmt.Sprintf("%s: is kdelay running with topic prefix %q and levels %v? Topics and Levels must match the server's",
+		what, p.prefix(), p.Levels.Names())
+	if err == nil {
+		return errors.New(msg)
+	}
+	return fmt.Errorf("%s: %w", msg, err)
 }
 
 func (p Planner) prefix() string {
@@ -120,35 +90,32 @@ func (p Planner) prefix() string {
 	return p.Topics.Prefix
 }
 
-// IsRouting reports the headers kdelay routes by. A caller's copies are
-// dropped (the server dead-letters a record that carries one twice), except
-// kdelay-id, which is kept as the record's id.
-func IsRouting(key string) bool {
-	switch key {
-	case kdelay.HeaderTarget, kdelay.HeaderDelay, kdelay.HeaderDeliverAt, kdelay.HeaderID:
-		return true
+// CheckPrefix refuses WithTopicPrefix on a producer: it writes to the topics
+// of its configuration, and a prefix of the call's own would be ignored.
+func (p Planner) CheckPrefix(o Options) error {
+	if o.Prefix != "" {
+		return fmt.Errorf("WithTopicPrefix(%q) is for Delayed; a producer writes to the topics of its ProducerConfig, prefix %q", o.Prefix, p.prefix())
 	}
-	return false
+	return nil
 }
 
-// Split returns the headers that are not routing headers, in order, and the
-// caller's kdelay-id, "" when absent or empty.
-func Split[H any](hs []H, key func(H) string, value func(H) string) (user []H, id string, err error) {
-	user = make([]H, 0, len(hs)+3)
-	ids := 0
-	for _, h := range hs {
-		k := key(h)
-		if !IsRouting(k) {
-			user = append(user, h)
-			continue
-		}
-		if k == kdelay.HeaderID {
-			ids++
-			id = value(h)
-		}
+// CheckTopics fails, naming them, if topics a producer writes to are
+// missing, so that a wrong prefix or a level the server lacks is found when
+// the producer is made rather than at its first send. missing asks the
+// broker; it gets at most timeout, less if ctx ends sooner.
+func CheckTopics(ctx context.Context, p Planner, timeout time.Duration, missing func(ctx context.Context, topics []string) ([]string, error)) error {
+	if timeout < 0 {
+		return fmt.Errorf("topic check timeout: %s; leave it 0 for 10s, or set SkipTopicCheck", timeout)
 	}
-	if ids > 1 {
-		return nil, "", fmt.Errorf("header %s is set %d times; set it once", kdelay.HeaderID, ids)
+	ctx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	gone, err := missing(ctx, p.WriteTopics())
+	switch {
+	case err != nil:
+		return fmt.Errorf("check that kdelay's topics exist (prefix %q, levels %v) within %s: %w; is the broker reachable? Set ProducerConfig.SkipTopicCheck to make the producer without the check",
+			p.prefix(), p.Levels.Names(), timeout, err)
+	case len(gone) > 0:
+		return p.Missing(gone, nil)
 	}
-	return user, id, nil
+	return nil
 }
