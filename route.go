@@ -109,7 +109,7 @@ func route(ts time.Time, rl Rules, get func(int) (string, bool)) (Route, error) 
 		return Route{}, err
 	}
 	if hasID && id == "" {
-		return Route{}, fmt.Errorf("header %s is empty; set it to the message id, or leave it out for kdelay to use the record's topic/partition/offset", HeaderID)
+		return Route{}, fmt.Errorf("header %s is empty; set it to the message id, or leave the header out for kdelay to give one", HeaderID)
 	}
 	due, err := dueTime(ts, delay, hasDelay, at, hasAt, cmp.Or(rl.MaxDelay, DefaultMaxDelay))
 	if err != nil {
