@@ -39,9 +39,59 @@ func ensureTopics(ctx context.Context, adm *kadm.Client, cfg *Config) error {
 	for _, topic := range raced {
 		had[topic] = true
 	}
+	if err := awaitTopics(ctx, adm, missing); err != nil {
+		return err
+	}
 	// Only topics that existed need checking: the ones just created have
 	// kdelay's own configs.
 	return checkRetention(ctx, adm, cfg, had)
+}
+
+// topicsServedTimeout bounds how long kdelay waits for topics it created to
+// be served before it gives up starting.
+const topicsServedTimeout = 30 * time.Second
+
+// awaitTopics waits until the broker's metadata shows every topic with a
+// leader for each partition. On Apache Kafka CreateTopics returns once the
+// controller has the topic; a broker serves it a moment later, and a
+// producer that writes in between is told UNKNOWN_TOPIC_OR_PARTITION. kdelay
+// says it is ready only after this, so ready means records can be written.
+func awaitTopics(ctx context.Context, adm *kadm.Client, topics []string) error {
+	if len(topics) == 0 {
+		return nil
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, topicsServedTimeout,
+		fmt.Errorf("not served within %s of being created: check the brokers' logs and that each topic has a leader", topicsServedTimeout))
+	defer cancel()
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for {
+		md, err := adm.Metadata(ctx, topics...)
+		if err == nil && served(md, topics) {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("wait for the broker to serve topics %s: %w", strings.Join(topics, ", "), context.Cause(ctx))
+		case <-tick.C:
+		}
+	}
+}
+
+// served reports whether every topic has partitions, each with a leader.
+func served(md kadm.Metadata, topics []string) bool {
+	for _, topic := range topics {
+		td, ok := md.Topics[topic]
+		if !ok || td.Err != nil || len(td.Partitions) == 0 {
+			return false
+		}
+		for _, p := range td.Partitions {
+			if p.Err != nil || p.Leader < 0 {
+				return false
+			}
+		}
+	}
+	return true
 }
 
 // createTopics creates topics and returns those that turned out to exist
