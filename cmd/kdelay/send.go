@@ -19,7 +19,8 @@ import (
 	"github.com/kdelay/kdelay/config"
 )
 
-// sendTimeout bounds how long send waits for the broker to acknowledge.
+// sendTimeout bounds how long send waits for the broker to acknowledge, once
+// connect has found it answering.
 const sendTimeout = 15 * time.Second
 
 // sendFlags are what `kdelay send` puts on the record besides its value.
@@ -51,7 +52,7 @@ gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
 			if err != nil {
 				return usageError{err}
 			}
-			return send(cmd.Context(), cfg.Seeds(), r, due, cmd.OutOrStdout())
+			return send(cmd.Context(), cfg, r, due, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
@@ -159,12 +160,15 @@ func isRouting(name string) bool {
 
 // send produces r, waits for the acknowledgement and prints the record's id
 // and due time.
-func send(ctx context.Context, seeds []string, r *kgo.Record, due time.Time, out io.Writer) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
+func send(ctx context.Context, cfg config.Config, r *kgo.Record, due time.Time, out io.Writer) error {
+	cl, err := connect(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		return errors.New("interrupted before the record was sent: it was not written")
+	} else if err != nil {
 		return err
 	}
 	defer cl.Close()
+	seeds := cfg.Seeds()
 	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {

@@ -45,7 +45,7 @@ partitions or a topic created later.`,
 			if fromBeginning {
 				start = kgo.NewOffset().AtStart()
 			}
-			return tail(cmd.Context(), cfg.Seeds(), args[0], start, cmd.OutOrStdout())
+			return tail(cmd.Context(), cfg, args[0], start, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&fromBeginning, "from-beginning", false, "print the records already in the topic first")
@@ -54,15 +54,16 @@ partitions or a topic created later.`,
 }
 
 // tail prints the records of topic from start until ctx ends.
-func tail(ctx context.Context, seeds []string, topic string, start kgo.Offset, out io.Writer) error {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
+func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset, out io.Writer) error {
+	cl, err := connect(ctx, cfg,
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(start),
 		// Notice a topic created after tail started within a second.
 		kgo.MetadataMinAge(time.Second),
 	)
-	if err != nil {
+	if errors.Is(err, context.Canceled) {
+		return nil // Ctrl-C before the broker answered
+	} else if err != nil {
 		return err
 	}
 	defer cl.Close()
