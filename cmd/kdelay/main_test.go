@@ -49,7 +49,7 @@ func TestExitCodes(t *testing.T) {
 		{"no command", nil, 2, "name a command: serve, send or tail"},
 		{"send without a delay", []string{"send", "--target", "orders", "hello"}, 2, "set exactly one of --delay (e.g. 90s) and --at"},
 		{"send with a delay and a time", []string{"send", "--target", "orders", "--delay", "1s", "--at", "1", "hello"}, 2, "set exactly one of --delay"},
-		{"send without a value", []string{"send", "--target", "orders", "--delay", "1s"}, 2, "accepts 1 arg(s), received 0"},
+		{"send without a value", []string{"send", "--target", "orders", "--delay", "1s"}, 2, "give the record's value as VALUE, or - to read it from standard input"},
 		{"tail without a topic", []string{"tail"}, 2, "accepts 1 arg(s), received 0"},
 		{"listen address in use", []string{"serve", "--listen", busy.Addr().String(), "--data-dir", filepath.Join(dir, "data")}, 1,
 			"listen: " + busy.Addr().String() + " is already in use, by another kdelay or a Kafka broker: pick a free address with --listen"},

@@ -33,22 +33,32 @@ type sendFlags struct {
 func newSend() *cobra.Command {
 	var f sendFlags
 	cmd := &cobra.Command{
-		Use:   "send --target TOPIC (--delay D | --at TIME) [--key K] [--header k=v]... VALUE",
+		Use:   "send --target TOPIC (--delay D | --at TIME) [--key K] [--header k=v]... [VALUE | -]",
 		Short: "Write one delayed record to the ingress topic; print its id and due time",
 		Long: `Write one record to <topic-prefix>.ingress with kdelay's headers, exactly as any
 producer would, wait for the broker to acknowledge it, and print the id kdelay
-gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
+gives it (the ingress topic/partition/offset, or --id) and when it is due.
+
+The record's value is VALUE, or standard input when VALUE is - or is left out
+and standard input is not a terminal, as with kcat. All of standard input is
+one record; one trailing newline (as echo adds) is dropped.`,
 		Example: `  kdelay send --target orders --delay 90s '{"order": 42}'
-  kdelay send --target orders --at 2026-11-22T08:00:00Z --key 42 --header source=cli reminder`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+  kdelay send --target orders --at 2026-11-22T08:00:00Z --key 42 --header source=cli reminder
+  echo '{"order": 42}' | kdelay send --target orders --delay 90s
+  kdelay send --target orders --delay 1h - < order.json`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(cmd.Flags(), os.Environ())
 			if err != nil {
 				return usageError{err}
 			}
+			value, err := sendValue(args, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			f.keySet = cmd.Flags().Changed("key")
 			ingress := kdelay.Topics{Prefix: cfg.TopicPrefix}.Ingress()
-			r, due, err := f.record(ingress, args[0], time.Now())
+			r, due, err := f.record(ingress, value, time.Now())
 			if err != nil {
 				return usageError{err}
 			}
@@ -64,6 +74,41 @@ gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
 	fl.StringArrayVar(&f.headers, "header", nil, "header name=value to deliver with the record; repeatable")
 	config.AddClientFlags(fl)
 	return cmd
+}
+
+// sendValue is the record's value: VALUE, or standard input for "-" or for
+// no VALUE when standard input is not a terminal (a pipe or a file). A
+// person who typed no VALUE at a terminal forgot it: waiting for them to
+// type the value and Ctrl-D would look like a hang.
+func sendValue(args []string, stdin io.Reader) (string, error) {
+	if len(args) == 1 && args[0] != "-" {
+		return args[0], nil
+	}
+	if len(args) == 0 && isTerminal(stdin) {
+		return "", usageError{errors.New("give the record's value as VALUE, or - to read it from standard input (echo hello | kdelay send ... -)")}
+	}
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return "", fmt.Errorf("read the value from standard input: %w", err)
+	}
+	// "echo v | kdelay send" means the value v, as with kcat -P.
+	s := string(b)
+	if t, ok := strings.CutSuffix(s, "\n"); ok {
+		s = strings.TrimSuffix(t, "\r")
+	}
+	return s, nil
+}
+
+// isTerminal reports whether r is a character device: a terminal, or
+// /dev/null, which a daemon or a CI job gets as standard input and which
+// holds no value either.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // record builds the ingress record and its due time. Its timestamp is set
