@@ -30,7 +30,8 @@ without the header), key, value and headers. Stop with Ctrl-C.
 Times and lateness come from the record's own timestamp on TOPIC, not from when
 tail read it, so records printed with --from-beginning are as late as they were.
 For a record kdelay delivered, the timestamp is when kdelay produced it to TOPIC
-(or when the broker appended it, if TOPIC has message.timestamp.type=LogAppendTime).
+(or when the broker appended it, if TOPIC has message.timestamp.type=LogAppendTime),
+in milliseconds: "late <1ms" is within the millisecond after the due time.
 
 Without --from-beginning it prints records written from now on, including those of
 partitions or a topic created later.`,
@@ -120,11 +121,16 @@ func lateness(r *kgo.Record) string {
 	if err != nil {
 		return "-"
 	}
-	late := r.Timestamp.Sub(due)
-	if late < 0 {
+	// Kafka keeps timestamps in milliseconds: a record produced within the
+	// millisecond after its due time has the due time's timestamp.
+	switch late := r.Timestamp.Sub(due); {
+	case late < 0:
 		return "EARLY " + short(-late)
+	case late < time.Millisecond:
+		return "late <1ms"
+	default:
+		return "late " + short(late)
 	}
-	return "late " + short(late)
 }
 
 // short rounds d to about three significant digits: 2.3ms, 1.24s.

@@ -22,6 +22,8 @@ func TestLine(t *testing.T) {
 		{"late", &kgo.Record{Partition: 1, Offset: 17, Key: []byte("k"), Value: []byte("hello"), Timestamp: due.Add(2345 * time.Microsecond),
 			Headers: []kgo.RecordHeader{{Key: "trace", Value: []byte("1")}, deliverAt}},
 			due.Add(2345*time.Microsecond).Format("15:04:05.000") + `  1/17  late 2.3ms    key="k"  value="hello"  trace=1 kdelay-deliver-at=1795334400000`},
+		{"within the millisecond", &kgo.Record{Value: []byte("v"), Timestamp: due, Headers: []kgo.RecordHeader{deliverAt}},
+			due.Format("15:04:05.000") + `  0/0  late <1ms     key=-  value="v"  kdelay-deliver-at=1795334400000`},
 		{"early", &kgo.Record{Value: []byte("v"), Timestamp: due.Add(-5 * time.Millisecond), Headers: []kgo.RecordHeader{deliverAt}},
 			due.Add(-5*time.Millisecond).Format("15:04:05.000") + `  0/0  EARLY 5ms     key=-  value="v"  kdelay-deliver-at=1795334400000`},
 		{"no header, binary value, spaced header", &kgo.Record{Value: []byte("a\nb"), Timestamp: due, Headers: []kgo.RecordHeader{{Key: "note", Value: []byte("two words")}}},
