@@ -49,7 +49,8 @@ func newRoot() *cobra.Command {
 			return usageError{errors.New("name a command: serve, send or tail")}
 		},
 	}
-	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return usageError{err} })
+	// Subcommands inherit this: cmd is the one whose flags were mistyped.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
 	root.AddCommand(newServe(), newSend(), newTail(), newVersion(), newBench())
 	return root
 }

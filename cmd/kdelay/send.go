@@ -18,7 +18,8 @@ import (
 	"github.com/kdelay/kdelay/config"
 )
 
-// sendTimeout bounds how long send waits for the broker to acknowledge.
+// sendTimeout bounds how long send waits for the broker to acknowledge, once
+// connect has found it answering.
 const sendTimeout = 15 * time.Second
 
 // sendFlags are what `kdelay send` puts on the record besides its value.
@@ -31,26 +32,36 @@ type sendFlags struct {
 func newSend() *cobra.Command {
 	var f sendFlags
 	cmd := &cobra.Command{
-		Use:   "send --target TOPIC (--delay D | --at TIME) [--key K] [--header k=v]... VALUE",
+		Use:   "send --target TOPIC (--delay D | --at TIME) [--key K] [--header k=v]... [VALUE | -]",
 		Short: "Write one delayed record to the ingress topic; print its id and due time",
 		Long: `Write one record to <topic-prefix>.ingress with kdelay's headers, exactly as any
 producer would, wait for the broker to acknowledge it, and print the id kdelay
-gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
+gives it (the ingress topic/partition/offset, or --id) and when it is due.
+
+The record's value is VALUE, or standard input when VALUE is - or is left out
+and standard input is not a terminal, as with kcat. All of standard input is
+one record; one trailing newline (as echo adds) is dropped.`,
 		Example: `  kdelay send --target orders --delay 90s '{"order": 42}'
-  kdelay send --target orders --at 2026-11-22T08:00:00Z --key 42 --header source=cli reminder`,
-		Args: usageArgs(cobra.ExactArgs(1)),
+  kdelay send --target orders --at 2026-11-22T08:00:00Z --key 42 --header source=cli reminder
+  echo '{"order": 42}' | kdelay send --target orders --delay 90s
+  kdelay send --target orders --delay 1h - < order.json`,
+		Args: usageArgs(cobra.MaximumNArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			cfg, err := config.Load(cmd.Flags(), os.Environ())
 			if err != nil {
 				return usageError{err}
 			}
+			value, err := sendValue(args, cmd.InOrStdin())
+			if err != nil {
+				return err
+			}
 			f.keySet, f.idSet = cmd.Flags().Changed("key"), cmd.Flags().Changed("id")
 			rules := kdelay.Rules{Topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, MaxDelay: cfg.MaxDelay}
-			r, due, err := f.record(rules, args[0], time.Now())
+			r, due, err := f.record(rules, value, time.Now())
 			if err != nil {
 				return usageError{err}
 			}
-			return send(cmd.Context(), cfg.Seeds(), r, due, cmd.OutOrStdout())
+			return send(cmd.Context(), cfg, r, due, cmd.OutOrStdout())
 		},
 	}
 	fl := cmd.Flags()
@@ -62,6 +73,41 @@ gives it (the ingress topic/partition/offset, or --id) and when it is due.`,
 	fl.StringArrayVar(&f.headers, "header", nil, "header name=value to deliver with the record; repeatable")
 	config.AddClientFlags(fl)
 	return cmd
+}
+
+// sendValue is the record's value: VALUE, or standard input for "-" or for
+// no VALUE when standard input is not a terminal (a pipe or a file). A
+// person who typed no VALUE at a terminal forgot it: waiting for them to
+// type the value and Ctrl-D would look like a hang.
+func sendValue(args []string, stdin io.Reader) (string, error) {
+	if len(args) == 1 && args[0] != "-" {
+		return args[0], nil
+	}
+	if len(args) == 0 && isTerminal(stdin) {
+		return "", usageError{errors.New("give the record's value as VALUE, or - to read it from standard input (echo hello | kdelay send ... -)")}
+	}
+	b, err := io.ReadAll(stdin)
+	if err != nil {
+		return "", fmt.Errorf("read the value from standard input: %w", err)
+	}
+	// "echo v | kdelay send" means the value v, as with kcat -P.
+	s := string(b)
+	if t, ok := strings.CutSuffix(s, "\n"); ok {
+		s = strings.TrimSuffix(t, "\r")
+	}
+	return s, nil
+}
+
+// isTerminal reports whether r is a character device: a terminal, or
+// /dev/null, which a daemon or a CI job gets as standard input and which
+// holds no value either.
+func isTerminal(r io.Reader) bool {
+	f, ok := r.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
 }
 
 // record builds the ingress record and its due time. Its timestamp is set
@@ -109,12 +155,15 @@ func (f sendFlags) record(rules kdelay.Rules, value string, now time.Time) (*kgo
 
 // send produces r, waits for the acknowledgement and prints the record's id
 // and due time.
-func send(ctx context.Context, seeds []string, r *kgo.Record, due time.Time, out io.Writer) error {
-	cl, err := kgo.NewClient(kgo.SeedBrokers(seeds...))
-	if err != nil {
+func send(ctx context.Context, cfg config.Config, r *kgo.Record, due time.Time, out io.Writer) error {
+	cl, err := connect(ctx, cfg)
+	if errors.Is(err, context.Canceled) {
+		return errors.New("interrupted before the record was sent: it was not written")
+	} else if err != nil {
 		return err
 	}
 	defer cl.Close()
+	seeds := cfg.Seeds()
 	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"errors"
+	"io"
+	"os"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 func TestSendRecord(t *testing.T) {
@@ -89,5 +93,79 @@ func TestSendRecordErrors(t *testing.T) {
 				t.Errorf("got error %v, want %q", err, tt.want)
 			}
 		})
+	}
+}
+
+func TestSendValue(t *testing.T) {
+	t.Parallel()
+	devNull, err := os.Open(os.DevNull)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { devNull.Close() })
+	tests := []struct {
+		name  string
+		args  []string
+		stdin io.Reader
+		want  string
+	}{
+		{"VALUE", []string{"hello"}, strings.NewReader("ignored"), "hello"},
+		{"- reads standard input", []string{"-"}, strings.NewReader("hello\n"), "hello"},
+		{"no VALUE reads a pipe", nil, strings.NewReader("hello\n"), "hello"},
+		{"only one trailing newline is dropped", nil, strings.NewReader("line one\nline two\n\n"), "line one\nline two\n"},
+		{"a CRLF line end is dropped", nil, strings.NewReader("hello\r\n"), "hello"},
+		{"a value without a newline is kept whole", []string{"-"}, strings.NewReader("a\r"), "a\r"},
+		{"- reads even /dev/null", []string{"-"}, devNull, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got, err := sendValue(tt.args, tt.stdin)
+			if err != nil || got != tt.want {
+				t.Errorf("sendValue(%q) = %q, %v; want %q", tt.args, got, err, tt.want)
+			}
+		})
+	}
+
+	t.Run("no VALUE and no pipe is a usage mistake", func(t *testing.T) {
+		t.Parallel()
+		_, err := sendValue(nil, devNull)
+		want := "give the record's value as VALUE, or - to read it from standard input"
+		if !errors.As(err, new(usageError)) || !strings.Contains(err.Error(), want) {
+			t.Errorf("got %v, want a usage error saying %q", err, want)
+		}
+	})
+}
+
+// Like kcat, send takes the value from a pipe: with - or with no VALUE.
+func TestSendFromStdin(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	cluster := kafkatest.New(t)
+	prefix := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(prefix)
+	ingress := kdelay.Topics{Prefix: prefix}.Ingress()
+	cluster.CreateTopic(ingress, 1, nil)
+	sends := []struct {
+		args  []string
+		stdin string
+	}{
+		{[]string{"-"}, "from a pipe with -\n"},
+		{nil, "{\"order\": 42}\n"},
+		{[]string{"-"}, "two\nlines\n"},
+	}
+	for _, s := range sends {
+		args := append([]string{"send", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix,
+			"--target", "orders", "--delay", "1h"}, s.args...)
+		cmd := command(bin, t.TempDir(), args...)
+		cmd.Stdin = strings.NewReader(s.stdin)
+		if code, out, _ := runWithin(t, 20*time.Second, cmd); code != 0 || !strings.HasPrefix(out, "id="+ingress+"/") {
+			t.Fatalf("printf %q | kdelay %s: exit %d, printed:\n%s\nwant exit 0 and the record's id", s.stdin, strings.Join(args, " "), code, out)
+		}
+	}
+	want := []string{"from a pipe with -", `{"order": 42}`, "two\nlines"}
+	got := cluster.Collect(ingress).Until(10*time.Second, all(want))
+	if vs := kafkatest.Values(got); len(got) != len(want) || vs[want[0]] != 1 || vs[want[1]] != 1 || vs[want[2]] != 1 {
+		t.Errorf("the ingress holds %v, want once each of %q", vs, want)
 	}
 }

@@ -23,9 +23,15 @@ func newTail() *cobra.Command {
 	cmd := &cobra.Command{
 		Use:   "tail TOPIC",
 		Short: "Print records as they reach a topic, with how late each is",
-		Long: `Print each record that reaches TOPIC on one line: arrival time, partition/offset,
+		Long: `Print each record that reaches TOPIC on one line: its timestamp, partition/offset,
 lateness against its kdelay-deliver-at header ("late 2.3ms", "EARLY 5ms", or "-"
 without the header), key, value and headers. Stop with Ctrl-C.
+
+Times and lateness come from the record's own timestamp on TOPIC, not from when
+tail read it, so records printed with --from-beginning are as late as they were.
+For a record kdelay delivered, the timestamp is when kdelay produced it to TOPIC
+(or when the broker appended it, if TOPIC has message.timestamp.type=LogAppendTime),
+in milliseconds: "late <1ms" is within the millisecond after the due time.
 
 Without --from-beginning it prints records written from now on, including those of
 partitions or a topic created later.`,
@@ -40,7 +46,7 @@ partitions or a topic created later.`,
 			if fromBeginning {
 				start = kgo.NewOffset().AtStart()
 			}
-			return tail(cmd.Context(), cfg.Seeds(), args[0], start, cmd.OutOrStdout())
+			return tail(cmd.Context(), cfg, args[0], start, cmd.OutOrStdout())
 		},
 	}
 	cmd.Flags().BoolVar(&fromBeginning, "from-beginning", false, "print the records already in the topic first")
@@ -49,28 +55,28 @@ partitions or a topic created later.`,
 }
 
 // tail prints the records of topic from start until ctx ends.
-func tail(ctx context.Context, seeds []string, topic string, start kgo.Offset, out io.Writer) error {
-	cl, err := kgo.NewClient(
-		kgo.SeedBrokers(seeds...),
+func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset, out io.Writer) error {
+	cl, err := connect(ctx, cfg,
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(start),
 		// Notice a topic created after tail started within a second.
 		kgo.MetadataMinAge(time.Second),
 	)
-	if err != nil {
+	if errors.Is(err, context.Canceled) {
+		return nil // Ctrl-C before the broker answered
+	} else if err != nil {
 		return err
 	}
 	defer cl.Close()
 	for {
 		fetches := cl.PollFetches(ctx)
-		now := time.Now()
 		if ctx.Err() != nil {
 			return nil
 		}
 		if err := fatal(fetches); err != nil {
 			return err
 		}
-		fetches.EachRecord(func(r *kgo.Record) { fmt.Fprintln(out, line(r, now)) })
+		fetches.EachRecord(func(r *kgo.Record) { fmt.Fprintln(out, line(r)) })
 	}
 }
 
@@ -91,18 +97,22 @@ func fatal(fetches kgo.Fetches) error {
 // line is one record as tail prints it:
 //
 //	11:30:01.503  0/17  late 2.3ms  key="k"  value="hello"  trace=1 kdelay-id=kdelay.ingress/0/5
-func line(r *kgo.Record, arrived time.Time) string {
+//
+// The time is the record's timestamp, which the broker keeps: when tail reads
+// the record (seconds later with --from-beginning) says nothing about when
+// it was delivered.
+func line(r *kgo.Record) string {
 	hs := make([]string, 0, len(r.Headers))
 	for _, h := range r.Headers {
 		hs = append(hs, h.Key+"="+quoteIfNeeded(h.Value))
 	}
 	return fmt.Sprintf("%s  %d/%d  %-12s  key=%s  value=%s  %s",
-		arrived.Format("15:04:05.000"), r.Partition, r.Offset, lateness(r, arrived),
+		r.Timestamp.Format("15:04:05.000"), r.Partition, r.Offset, lateness(r),
 		quote(r.Key), quote(r.Value), strings.Join(hs, " "))
 }
 
-// lateness compares the arrival with kdelay-deliver-at.
-func lateness(r *kgo.Record, arrived time.Time) string {
+// lateness compares the record's timestamp with kdelay-deliver-at.
+func lateness(r *kgo.Record) string {
 	v, ok := header(r, kdelay.HeaderDeliverAt)
 	if !ok {
 		return "-"
@@ -111,11 +121,16 @@ func lateness(r *kgo.Record, arrived time.Time) string {
 	if err != nil {
 		return "-"
 	}
-	late := arrived.Sub(due)
-	if late < 0 {
+	// Kafka keeps timestamps in milliseconds: a record produced within the
+	// millisecond after its due time has the due time's timestamp.
+	switch late := r.Timestamp.Sub(due); {
+	case late < 0:
 		return "EARLY " + short(-late)
+	case late < time.Millisecond:
+		return "late <1ms"
+	default:
+		return "late " + short(late)
 	}
-	return "late " + short(late)
 }
 
 // short rounds d to about three significant digits: 2.3ms, 1.24s.

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/config"
+)
+
+// answerTimeout bounds how long send and tail wait for a broker to answer
+// its first request. A running broker answers in milliseconds; without this
+// bound a produce waits out its 15s, a consume waits forever in silence,
+// and an address that accepts but never answers takes 40s to time out.
+const answerTimeout = 3 * time.Second
+
+// connect makes the Kafka client of send and tail once a broker answers at
+// cfg's address; if none does within answerTimeout, the error says which
+// address it tried and how to fix it.
+func connect(ctx context.Context, cfg config.Config, opts ...kgo.Opt) (*kgo.Client, error) {
+	if err := probe(ctx, cfg); err != nil {
+		return nil, err
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Seeds()...)}, opts...)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
+	}
+	return cl, nil
+}
+
+// probe asks for the cluster's brokers, with a client of its own: a
+// request's context does not bound the wait for its response, the client's
+// RequestTimeoutOverhead (10s by default) does, and that is too long for
+// the clients that then do the work.
+func probe(ctx context.Context, cfg config.Config) error {
+	var dialed dialHook
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Seeds()...), kgo.WithHooks(&dialed),
+		kgo.DialTimeout(answerTimeout), kgo.RequestTimeoutOverhead(answerTimeout))
+	if err != nil {
+		return fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
+	}
+	defer cl.Close()
+	pingCtx, cancel := context.WithTimeout(ctx, answerTimeout)
+	defer cancel()
+	switch err := cl.Ping(pingCtx); {
+	case err == nil:
+		return nil
+	case ctx.Err() != nil:
+		return ctx.Err() // interrupted: not a problem with the broker
+	default:
+		return unreachable(cfg, err, dialed.accepted.Load())
+	}
+}
+
+// unreachable says why no broker answered and what to do about it.
+func unreachable(cfg config.Config, err error, accepted bool) error {
+	addr := strings.Join(cfg.Seeds(), ",")
+	fix := "check --brokers, or start kdelay serve and leave --brokers empty"
+	if cfg.Embedded() {
+		fix = fmt.Sprintf("start kdelay serve (its embedded broker listens on --listen, here %s), or point --brokers at your Kafka", addr)
+	}
+	var timeout net.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return fmt.Errorf("no Kafka broker at %s: connection refused: %s", addr, fix)
+	case accepted && (errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout()):
+		return fmt.Errorf("%s accepted a connection but answered no Kafka request within %s: it is not a Kafka broker, or one that is stuck; %s", addr, answerTimeout, fix)
+	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
+		return fmt.Errorf("no Kafka broker at %s answered within %s (%v): %s", addr, answerTimeout, err, fix)
+	}
+	return fmt.Errorf("no Kafka broker at %s: %w: %s", addr, err, fix)
+}
+
+// dialHook notes whether any connection was accepted, which tells a broker
+// that is not there from an address that accepts connections but is not a
+// Kafka broker.
+type dialHook struct{ accepted atomic.Bool }
+
+func (h *dialHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, _ error) {
+	if conn != nil {
+		h.accepted.Store(true)
+	}
+}

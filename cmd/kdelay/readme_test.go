@@ -1,0 +1,333 @@
+package main
+
+import (
+	"bufio"
+	"cmp"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// TestREADMETour runs the shell commands of the README's set-up and tour as
+// a person pasting them in order would, on a free port instead of 9092, and
+// checks that they do what the README says: send prints an id and a due
+// time, every record reaches the target in tail and in kcat, late and never
+// early, and the bad record lands in the dead-letter topic with the reason
+// the README shows.
+func TestREADMETour(t *testing.T) {
+	t.Parallel()
+	if _, err := exec.LookPath("kcat"); err != nil {
+		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to run the README's tour")
+	}
+	readme, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var steps []step
+	for _, heading := range []string{"## Set-up", "## A one-minute tour"} {
+		steps = append(steps, shellSteps(t, string(readme), heading)...)
+	}
+	tr := &tour{t: t, bin: binary(t), dir: t.TempDir(), addr: closedPort(t)}
+	for _, s := range steps {
+		tr.run(s)
+	}
+	tr.check(steps)
+}
+
+// readmeListen is the address the README's tour uses; the test puts a free
+// one in its place.
+const readmeListen = "127.0.0.1:9092"
+
+// step is one command of the README, continuation lines joined, and the
+// output lines the README shows for it (the "# ..." lines that follow it).
+type step struct {
+	line   string
+	output []string
+}
+
+// shellSteps returns the commands of the ```sh blocks in the README section
+// that starts with heading.
+func shellSteps(t *testing.T, readme, heading string) []step {
+	t.Helper()
+	start := strings.Index(readme, "\n"+heading+"\n")
+	if start < 0 {
+		t.Fatalf("README.md has no section %q", heading)
+	}
+	section := readme[start+len(heading)+2:]
+	if end := strings.Index(section, "\n## "); end >= 0 {
+		section = section[:end]
+	}
+	var steps []step
+	inBlock, cont := false, ""
+	sc := bufio.NewScanner(strings.NewReader(section))
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "```sh":
+			inBlock = true
+		case !inBlock:
+		case line == "```":
+			inBlock = false
+		case strings.HasSuffix(line, `\`):
+			cont += strings.TrimSuffix(line, `\`)
+		case strings.HasPrefix(line, "# ") && cont == "" && len(steps) > 0:
+			steps[len(steps)-1].output = append(steps[len(steps)-1].output, strings.TrimPrefix(line, "# "))
+		default:
+			steps = append(steps, step{line: strings.TrimSpace(cont + line)})
+			cont = ""
+		}
+	}
+	if len(steps) == 0 {
+		t.Fatalf("README.md's section %q has no sh block", heading)
+	}
+	return steps
+}
+
+// tour is the state of a pasted tour: the directory it runs in, what it
+// exported, and what it left running.
+type tour struct {
+	t    *testing.T
+	bin  string
+	dir  string
+	addr string   // in place of readmeListen
+	env  []string // exported so far
+	ran  []ran
+}
+
+// ran is a step and what it printed; running is nil for a command that ran
+// to its end, and exited is closed once a running one has.
+type ran struct {
+	step
+	out     *output
+	running *exec.Cmd
+	exited  chan struct{}
+}
+
+// background matches a command run with &, and its comment.
+var background = regexp.MustCompile(`\s&\s*(#.*)?$`)
+
+func (tr *tour) run(s step) {
+	t := tr.t
+	t.Helper()
+	line := s.line
+	switch {
+	case line == "go build -o kdelay ./cmd/kdelay" || strings.HasPrefix(line, "go build -o kdelay ./cmd/kdelay "):
+		// The test binary is built already, the same way: put it where
+		// the README builds it.
+		if err := os.Symlink(tr.bin, filepath.Join(tr.dir, "kdelay")); err != nil {
+			t.Fatal(err)
+		}
+	case strings.HasPrefix(line, "go test "):
+		// This test is one of them.
+	case strings.HasPrefix(line, "go "):
+		t.Fatalf("README runs %q: teach TestREADMETour what it does", line)
+	case strings.HasPrefix(line, "export "):
+		name, value, ok := strings.Cut(strings.Fields(strings.TrimPrefix(line, "export "))[0], "=")
+		if !ok {
+			t.Fatalf("README's %q is not export NAME=VALUE", line)
+		}
+		tr.env = append(tr.env, name+"="+strings.ReplaceAll(value, readmeListen, tr.addr))
+	case strings.Contains(line, "kdelay serve"):
+		r := tr.start(s, line)
+		select {
+		case <-r.out.ready:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not ready after 30s; printed:\n%s", line, r.out)
+		}
+	case background.MatchString(line):
+		tr.start(s, background.ReplaceAllString(line, ""))
+	case strings.Contains(line, "kcat -C"):
+		tr.start(s, line) // a consumer the reader stops with Ctrl-C
+	default:
+		cmd := tr.command(line)
+		code, out, _ := runWithin(t, 30*time.Second, cmd)
+		if code != 0 {
+			t.Fatalf("%s: exit %d, printed:\n%s", line, code, out)
+		}
+		o := &output{}
+		o.buf.WriteString(out)
+		tr.ran = append(tr.ran, ran{step: s, out: o})
+	}
+}
+
+// command runs line in bash in the tour's directory, with what the tour
+// exported and none of the test's own KDELAY_ variables.
+func (tr *tour) command(line string) *exec.Cmd {
+	cmd := command("bash", tr.dir, "-c", line)
+	cmd.Env = append(cmd.Env, tr.env...)
+	// Its own process group, so that the cleanup stops all it started.
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	return cmd
+}
+
+// start runs line until the test ends, keeping what it prints.
+func (tr *tour) start(s step, line string) ran {
+	t := tr.t
+	t.Helper()
+	r := ran{step: s, out: &output{ready: make(chan string, 1)}, running: tr.command(line), exited: make(chan struct{})}
+	r.running.Stdout, r.running.Stderr = r.out, r.out
+	if err := r.running.Start(); err != nil {
+		t.Fatalf("%s: %v", line, err)
+	}
+	go func() { _ = r.running.Wait(); close(r.exited) }()
+	t.Cleanup(func() {
+		_ = syscall.Kill(-r.running.Process.Pid, syscall.SIGKILL)
+		<-r.exited
+		if t.Failed() {
+			t.Logf("%s printed:\n%s", line, r.out)
+		}
+	})
+	tr.ran = append(tr.ran, r)
+	return r
+}
+
+// sentValue is the value of a record the tour writes: the last quoted word
+// of kdelay send, or what is echoed into kcat -P.
+var sentValue = regexp.MustCompile(`^(?:\./kdelay send .*"([^"]*)"|echo "([^"]*)" \| kcat -P .*)$`)
+
+// ingressPlace is where a record came from: it differs from run to run.
+var ingressPlace = regexp.MustCompile(`kdelay\.ingress/\d+/\d+`)
+
+var sendPrints = regexp.MustCompile(`^id=kdelay\.ingress/\d+/\d+ due=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z in=\S+\n$`)
+
+// check waits until what is left running printed what the README says it
+// does, and checks what each command printed.
+func (tr *tour) check(steps []step) {
+	t := tr.t
+	t.Helper()
+	// Records named by a README output line are dead letters; the rest must
+	// reach the target.
+	var good []string
+	for _, s := range steps {
+		m := sentValue.FindStringSubmatch(s.line)
+		if m == nil {
+			continue
+		}
+		v := m[1] + m[2]
+		if !namedInOutput(steps, v) {
+			good = append(good, v)
+		}
+	}
+	if len(good) == 0 {
+		t.Fatal("the tour sends no record that should be delivered: sentValue no longer reads its commands")
+	}
+	// kcat writes records to a pipe only when its buffer fills or it
+	// stops: wait until the consumers have read what they should, then
+	// stop them with Ctrl-C as the README says.
+	caughtUp := eventually(45*time.Second, func() bool {
+		for _, r := range tr.ran {
+			if exited(r) {
+				return true // a consumer failed: nothing more will come
+			}
+			if isKcatConsumer(r) && consumed(r.out.String()) < cmp.Or(len(r.output), len(good)) ||
+				!isKcatConsumer(r) && len(tr.problems(r, good)) > 0 {
+				return false
+			}
+		}
+		return true
+	})
+	for _, r := range tr.ran {
+		if isKcatConsumer(r) {
+			if exited(r) {
+				t.Errorf("%s exited before Ctrl-C", r.line)
+				continue
+			}
+			_ = syscall.Kill(-r.running.Process.Pid, syscall.SIGINT)
+			select {
+			case <-r.exited:
+			case <-time.After(10 * time.Second):
+				t.Errorf("%s still running 10s after Ctrl-C", r.line)
+			}
+		}
+	}
+	for _, r := range tr.ran {
+		for _, p := range tr.problems(r, good) {
+			t.Error(p)
+		}
+	}
+	if !caughtUp && !t.Failed() {
+		t.Error("the consumers did not read every record within 45s")
+	}
+}
+
+// exited reports whether a command left running has exited.
+func exited(r ran) bool {
+	if r.running == nil {
+		return false
+	}
+	select {
+	case <-r.exited:
+		return true
+	default:
+		return false
+	}
+}
+
+func isKcatConsumer(r ran) bool { return r.running != nil && strings.HasPrefix(r.line, "kcat -C ") }
+
+// reachedEnd is what kcat prints on standard error, unbuffered, when it has
+// read a partition up to offset N.
+var reachedEnd = regexp.MustCompile(`(?m)^% Reached end of topic \S+ \[(\d+)\] at offset (\d+)`)
+
+// consumed is how many records kcat says it has read.
+func consumed(out string) int {
+	last := map[string]int{}
+	for _, m := range reachedEnd.FindAllStringSubmatch(out, -1) {
+		last[m[1]], _ = strconv.Atoi(m[2])
+	}
+	n := 0
+	for _, offset := range last {
+		n += offset
+	}
+	return n
+}
+
+// problems lists how what r printed differs from what the README says.
+func (tr *tour) problems(r ran, good []string) []string {
+	out := r.out.String()
+	var ps []string
+	switch {
+	case strings.HasPrefix(r.line, "./kdelay send "):
+		if !sendPrints.MatchString(out) {
+			ps = append(ps, fmt.Sprintf("%s printed %q, want id=kdelay.ingress/P/O due=TIME in=DURATION", r.line, out))
+		}
+	case strings.Contains(r.line, "kdelay tail "):
+		for _, v := range good {
+			if !regexp.MustCompile(`(?m)^\d\d:\d\d:\d\d\.\d{3}  \d+/\d+  late \S+ .* value="` + regexp.QuoteMeta(v) + `"  .*kdelay-deliver-at=\d+$`).MatchString(out) {
+				ps = append(ps, fmt.Sprintf("%s did not print %q, late, with its kdelay-deliver-at", r.line, v))
+			}
+		}
+	case isKcatConsumer(r) && len(r.output) == 0:
+		for _, v := range good {
+			if !regexp.MustCompile(`(?m)^\S* ` + regexp.QuoteMeta(v) + ` .*kdelay-deliver-at=\d+$`).MatchString(out) {
+				ps = append(ps, fmt.Sprintf("%s did not print %q with its kdelay-deliver-at", r.line, v))
+			}
+		}
+	}
+	for _, want := range r.output {
+		if !strings.Contains(ingressPlace.ReplaceAllString(out, "P"), ingressPlace.ReplaceAllString(want, "P")) {
+			ps = append(ps, fmt.Sprintf("%s did not print the README's\n%s", r.line, want))
+		}
+	}
+	return ps
+}
+
+// namedInOutput reports whether a README output line is about the record
+// with value v.
+func namedInOutput(steps []step, v string) bool {
+	for _, s := range steps {
+		for _, o := range s.output {
+			if strings.HasPrefix(o, v+" ") {
+				return true
+			}
+		}
+	}
+	return false
+}

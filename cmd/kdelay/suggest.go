@@ -1,0 +1,82 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+
+	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
+)
+
+// suggestFlag adds "did you mean --brokers?" to an unknown flag's error:
+// cobra suggests command names, never flag names. It suggests the command's
+// flags within two edits of what was typed (a swap of two letters is one),
+// as cobra does for commands, and those the typed name begins.
+func suggestFlag(cmd *cobra.Command, err error) error {
+	var unknown *pflag.NotExistError
+	if !errors.As(err, &unknown) || unknown.GetSpecifiedShortnames() != "" {
+		return err // not an unknown --name: nothing to compare
+	}
+	names := closeFlags(cmd, unknown.GetSpecifiedName())
+	if len(names) == 0 {
+		return err
+	}
+	return fmt.Errorf("%w; did you mean --%s?", err, strings.Join(names, " or --"))
+}
+
+// closeFlags returns the names of cmd's flags close to typed, closest first.
+func closeFlags(cmd *cobra.Command, typed string) []string {
+	type candidate struct {
+		name string
+		dist int
+	}
+	var near []candidate
+	visit := func(f *pflag.Flag) {
+		d := editDistance(typed, f.Name)
+		if d > 2 && (len(typed) < 3 || !strings.HasPrefix(f.Name, typed)) {
+			return
+		}
+		if !slices.ContainsFunc(near, func(c candidate) bool { return c.name == f.Name }) {
+			near = append(near, candidate{f.Name, d})
+		}
+	}
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	slices.SortFunc(near, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.dist, b.dist), strings.Compare(a.name, b.name)) })
+	names := make([]string, 0, min(len(near), 3))
+	for _, c := range near[:min(len(near), 3)] {
+		names = append(names, c.name)
+	}
+	return names
+}
+
+// editDistance is the number of insertions, deletions, substitutions and
+// swaps of two adjacent letters that turn a into b (optimal string
+// alignment): "brokres" is one swap from "brokers".
+func editDistance(a, b string) int {
+	// d[i][j] is the distance between a[:i] and b[:j].
+	d := make([][]int, len(a)+1)
+	for i := range d {
+		d[i] = make([]int, len(b)+1)
+		d[i][0] = i
+	}
+	for j := range d[0] {
+		d[0][j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			d[i][j] = min(d[i-1][j]+1, d[i][j-1]+1, d[i-1][j-1]+cost)
+			if i > 1 && j > 1 && a[i-1] == b[j-2] && a[i-2] == b[j-1] {
+				d[i][j] = min(d[i][j], d[i-2][j-2]+1)
+			}
+		}
+	}
+	return d[len(a)][len(b)]
+}
