@@ -9,7 +9,9 @@ import (
 	"path/filepath"
 	"syscall"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/config"
 )
@@ -19,8 +21,9 @@ import (
 // start, so records pending in kdelay's topics survive a restart; Close
 // writes the rest of its state there.
 //
-// Target topics are created on first use, as a development broker should;
-// kdelay creates its own topics itself, with its retention.
+// Target topics are created on first use, as a development broker should
+// (see createOnMetadata); kdelay creates its own topics itself, with its
+// retention.
 //
 // The data directory is locked for as long as the process lives (the lock
 // goes with it, even on SIGKILL): two brokers writing one directory would
@@ -43,7 +46,7 @@ func startBroker(cfg config.Config, log *slog.Logger) (cluster *kfake.Cluster, u
 		kfake.NumBrokers(1),
 		kfake.ListenFn(listen),
 		kfake.DataDir(cfg.DataDir),
-		kfake.AllowAutoTopicCreation(),
+		// No kfake.AllowAutoTopicCreation: createOnMetadata does it, durably.
 		kfake.DefaultNumPartitions(int(cfg.Partitions)),
 		kfake.WithLogger(brokerLog{log}),
 	)
@@ -54,7 +57,53 @@ func startBroker(cfg config.Config, log *slog.Logger) (cluster *kfake.Cluster, u
 	case err != nil:
 		return nil, nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
 	}
+	cluster.ControlKey(int16(kmsg.Metadata), createOnMetadata(cluster, log))
 	return cluster, release, nil
+}
+
+// createOnMetadata creates the topics a metadata request asks to auto-create,
+// before kfake answers it.
+//
+// Why not kfake.AllowAutoTopicCreation: kfake's DataDir writes records to
+// disk as it acknowledges them, and the topic list (topics.json) whenever a
+// topic is created by CreateTopics -- but a topic its metadata handler
+// auto-creates only reaches topics.json on a clean Close. After kill -9 the
+// topic is unknown on restart and its records, though on disk, are gone:
+// the records a producer wrote with kcat, and those kdelay delivered to a
+// new target.
+//
+// Creating the topic here with Cluster.CreateTopic, which runs CreateTopics'
+// code and writes topics.json before it returns, means every topic exists on
+// disk before any client can learn of it, so before the broker acknowledges
+// any record for it: a producer must see the topic in a metadata response
+// before it can produce to it, and kfake never creates one on produce. With
+// kfake's own auto-creation off, no topic is created any other way.
+//
+// A control function runs outside kfake's request loop, which serves
+// CreateTopic while waiting for it; returning false lets kfake answer the
+// request as usual, now with the topic. The topic gets the cluster default,
+// --partitions partitions, as kfake's auto-creation gave it.
+func createOnMetadata(cluster *kfake.Cluster, log *slog.Logger) func(kmsg.Request) (kmsg.Response, error, bool) {
+	return func(req kmsg.Request) (kmsg.Response, error, bool) {
+		meta, ok := req.(*kmsg.MetadataRequest)
+		if !ok || !meta.AllowAutoTopicCreation {
+			return nil, nil, false
+		}
+		for _, t := range meta.Topics {
+			if t.Topic == nil || t.TopicID != [16]byte{} { // by ID: it exists or it is unknown
+				continue
+			}
+			err := cluster.CreateTopic(*t.Topic, 0, nil)
+			switch {
+			case err == nil:
+				log.Info("created topic on first use", "topic", *t.Topic)
+			case !errors.Is(err, kerr.TopicAlreadyExists):
+				// kfake answers that the topic is unknown; the client retries.
+				log.Warn("create topic on first use", "topic", *t.Topic, "err", err)
+			}
+		}
+		return nil, nil, false
+	}
 }
 
 // lockDataDir takes an exclusive lock on dir/kdelay.lock, creating dir.

@@ -197,7 +197,7 @@ func (e *e2e) waitConsuming(brokers string) {
 		e.t.Fatal(err)
 	}
 	defer cl.Close()
-	groups := []string{e.group + ".ingress", e.group + ".level.1s", e.group + ".level.2s", e.group + ".level.5s"}
+	groups := e.groups()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	var described kadm.DescribedGroups
@@ -211,6 +211,43 @@ func (e *e2e) waitConsuming(brokers string) {
 	})
 	if !stable {
 		e.t.Fatalf("kdelay's groups %v not all stable after 30s: %v %+v", groups, err, described)
+	}
+}
+
+// groups are kdelay's consumer groups with serveArgs' levels.
+func (e *e2e) groups() []string {
+	return []string{e.group + ".ingress", e.group + ".level.1s", e.group + ".level.2s", e.group + ".level.5s"}
+}
+
+// waitCommitted waits until every kdelay group has committed every record
+// of its topic, so that a restart redelivers nothing.
+func (e *e2e) waitCommitted(brokers string) {
+	e.t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(brokers, ",")...))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var behind []kadm.GroupMemberLag
+	committed := eventually(20*time.Second, func() bool {
+		lags, err := kadm.NewClient(cl).Lag(ctx, e.groups()...)
+		if err != nil || !lags.Ok() || len(lags) != len(e.groups()) {
+			return false
+		}
+		behind = behind[:0]
+		for _, g := range lags.Sorted() {
+			for _, m := range g.Lag.Sorted() {
+				if m.Err != nil || m.Lag != 0 {
+					behind = append(behind, m)
+				}
+			}
+		}
+		return len(behind) == 0
+	})
+	if !committed {
+		e.t.Fatalf("kdelay's groups have not committed everything after 20s: %+v", behind)
 	}
 }
 
@@ -242,6 +279,20 @@ func (s *process) stop(t *testing.T) (code int, took time.Duration) {
 		t.Fatalf("kdelay serve still running 30s after SIGTERM")
 	}
 	return s.cmd.ProcessState.ExitCode(), time.Since(start)
+}
+
+// kill sends SIGKILL, as a crash or the OOM killer would, and waits for the
+// process to be gone.
+func (s *process) kill(t *testing.T) {
+	t.Helper()
+	if err := s.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatalf("SIGKILL: %v", err)
+	}
+	select {
+	case <-s.exited:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("kdelay serve still running 10s after SIGKILL")
+	}
 }
 
 // readyLine is what serve prints once it forwards, with where to connect.

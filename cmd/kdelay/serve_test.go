@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
@@ -280,6 +281,68 @@ func TestRestart(t *testing.T) {
 	}
 	if code, _ := s.stop(t); code != 0 {
 		t.Errorf("second serve exited with %d, want 0", code)
+	}
+}
+
+// TestKillKeepsAutoCreatedTopics checks the embedded broker's promise: what
+// it acknowledged survives kill -9 of serve, including topics nobody created
+// explicitly -- one a producer made by writing to it, and a target kdelay made
+// by delivering to it.
+func TestKillKeepsAutoCreatedTopics(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if e.cluster != nil {
+		t.Skip("kill -9 of serve tests the embedded broker's data dir; this run uses a real cluster")
+	}
+	s := e.serve()
+	produced := kafkatest.Name(t) + ".produced"
+	values := []string{"one", "two", "three"}
+	var rs []sent
+	for _, v := range values {
+		rs = append(rs, sent{value: v, key: v})
+	}
+	produce(t, s.brokers, produced, rs)
+	e.send(s.brokers, "--target", e.target, "--delay", "1s", "delivered")
+	// Reading them back proves the broker acknowledged and holds them all.
+	if got := s.collect(t, produced).Until(20*time.Second, all(values)); len(got) != len(values) {
+		t.Fatalf("before the kill %d records were read from %s, want %d", len(got), produced, len(values))
+	}
+	if got := s.collect(t, e.target).Until(20*time.Second, all([]string{"delivered"})); len(got) != 1 {
+		t.Fatalf("before the kill %d records were delivered to %s, want 1", len(got), e.target)
+	}
+	// Nothing left to redeliver: after the restart the target holds only
+	// what the broker kept, not a second delivery made on a new topic.
+	e.waitCommitted(s.brokers)
+	s.kill(t)
+
+	s = e.serve()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(strings.Split(s.brokers, ",")...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	listed, err := kadm.NewClient(cl).ListTopics(ctx, produced, e.target)
+	if err != nil {
+		t.Fatalf("list topics after the restart: %v", err)
+	}
+	for _, topic := range []string{produced, e.target} {
+		// serveArgs runs with --partitions 2: auto-created topics get it.
+		if d, ok := listed[topic]; !ok || d.Err != nil || len(d.Partitions) != 2 {
+			t.Errorf("after kill -9 and a restart, topic %s is %+v, want it with 2 partitions", topic, d)
+		}
+	}
+	for topic, want := range map[string][]string{produced: values, e.target: {"delivered"}} {
+		got := kafkatest.Values(s.collect(t, topic).Until(10*time.Second, settled(all(want), time.Second)))
+		for _, v := range want {
+			if got[v] != 1 {
+				t.Errorf("after kill -9 and a restart, %s holds record %q %d times, want once (it holds %v)", topic, v, got[v], got)
+			}
+		}
+	}
+	if code, _ := s.stop(t); code != 0 {
+		t.Errorf("serve after the kill exited with %d, want 0", code)
 	}
 }
 
