@@ -9,8 +9,8 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"fmt"
-
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -42,24 +42,59 @@ func (f *Forwarder) Ready() <-chan struct{} { return f.ready }
 // Run creates missing topics, then forwards until ctx ends. It returns nil
 // after a clean shutdown, once every forwarder has committed and left its
 // group.
+//
+// Besides the ingress and the configured levels, it drains every level topic
+// of its prefix that is no longer configured but still holds records (see
+// findDropped); each such forwarder stops on its own once its level is empty.
 func (f *Forwarder) Run(ctx context.Context) error {
-	if err := f.ensureTopics(ctx); err != nil {
+	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.cfg.Brokers...)}, f.cfg.ClientOpts...)...)
+	if err != nil {
 		return err
 	}
+	// Closed after g.Wait: the drain watchers use it until they return.
+	defer cl.Close()
+	adm := kadm.NewClient(cl)
+	if err := ensureTopics(ctx, adm, &f.cfg); err != nil {
+		return err
+	}
+	drains, err := findDropped(ctx, adm, &f.cfg)
+	if err != nil {
+		// Forwarding the configured levels matters more than draining old
+		// ones; the next start looks again.
+		f.cfg.Logger.Warn("dropped_levels_not_checked", "err", err)
+	}
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range f.cfg.stages() {
-		w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait)
-		if err != nil {
-			return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
+		if err := f.start(gctx, g, s); err != nil {
+			cancel()
+			return errors.Join(err, g.Wait())
 		}
-		f.mu.Lock()
-		f.workers = append(f.workers, w)
-		f.mu.Unlock()
-		g.Go(func() error { return w.run(gctx) })
 	}
-	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "mode", f.cfg.Mode)
+	for _, d := range drains {
+		if err := f.drain(gctx, g, adm, d); err != nil {
+			cancel()
+			return errors.Join(err, g.Wait())
+		}
+	}
+	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "draining", len(drains), "mode", f.cfg.Mode)
 	close(f.ready)
 	return g.Wait()
+}
+
+// start runs a worker for stage s in g until ctx ends.
+func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
+	w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait)
+	if err != nil {
+		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
+	}
+	f.mu.Lock()
+	f.workers = append(f.workers, w)
+	f.mu.Unlock()
+	g.Go(func() error { return w.run(ctx) })
+	return nil
 }
 
 // Stats sums what every forwarder did so far.
@@ -73,13 +108,4 @@ func (f *Forwarder) Stats() Stats {
 		w.mu.Unlock()
 	}
 	return s
-}
-
-func (f *Forwarder) ensureTopics(ctx context.Context) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.cfg.Brokers...)}, f.cfg.ClientOpts...)...)
-	if err != nil {
-		return err
-	}
-	defer cl.Close()
-	return ensureTopics(ctx, kadm.NewClient(cl), &f.cfg)
 }

@@ -1,0 +1,165 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// A level dropped from Levels leaves its topic behind, and records may still
+// wait in it: kdelay planned their hop into that level before the change.
+// Nothing would read the topic any more, so they would wait forever. At
+// start kdelay therefore drains every level topic of its prefix that is no
+// longer configured but holds records its group has not committed: a worker
+// forwards it like a configured level (each record released at its timestamp
+// plus the level's delay, then re-planned from its due time into the
+// configured levels) until the group has committed every record, then
+// leaves. The topic is kept: deleting it is the user's call.
+//
+// Each kdelay process decides from Kafka's state, so the processes of one
+// group agree: those that find records run a drainer in the level's group
+// and share its partitions, and each stops once the group's committed
+// offsets reach the end of every partition.
+
+// drainCheckInterval is how often a drainer asks Kafka whether its level is
+// empty: three small requests, and a drained level keeps its worker this
+// long at most.
+const drainCheckInterval = 5 * time.Second
+
+// dropped is a level topic of this prefix that no configured level names.
+type dropped struct {
+	stage
+	name    string
+	backlog int64 // records its group has not committed
+}
+
+// findDropped returns the level topics no longer configured that still hold
+// records to forward. It warns about topics of the level prefix whose name is
+// not a level, and says which dropped levels are empty and can be deleted.
+func findDropped(ctx context.Context, adm *kadm.Client, cfg *Config) ([]dropped, error) {
+	topics, err := adm.ListTopics(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("list topics: %w", err)
+	}
+	configured := map[string]bool{}
+	for _, s := range cfg.stages() {
+		configured[s.topic] = true
+	}
+	var found []dropped
+	for _, topic := range topics.Names() {
+		name, ok := strings.CutPrefix(topic, cfg.Topics.Level(""))
+		if !ok || configured[topic] {
+			continue
+		}
+		set, err := levels.Parse([]string{name})
+		if err != nil {
+			cfg.Logger.Warn("level_topic_not_a_level", "topic", topic, "err", err)
+			continue
+		}
+		d := dropped{stage: stage{topic: topic, group: ".level." + name, wait: set[0].Delay}, name: name}
+		if d.backlog, err = backlog(ctx, adm, topic, cfg.Group+d.group); err != nil {
+			return nil, err
+		}
+		if d.backlog == 0 {
+			cfg.Logger.Info("dropped_level_empty", "topic", topic, "delete_with", deleteHint(cfg, d))
+			continue
+		}
+		found = append(found, d)
+	}
+	return found, nil
+}
+
+// backlog counts the records of topic that group has not committed. A
+// partition the group never committed counts from its start, where a worker
+// begins reading it.
+func backlog(ctx context.Context, adm *kadm.Client, topic, group string) (int64, error) {
+	starts, err := adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list start offsets of %s: %w", topic, err)
+	}
+	ends, err := adm.ListEndOffsets(ctx, topic)
+	if err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("list end offsets of %s: %w", topic, err)
+	}
+	committed, err := adm.FetchOffsets(ctx, group)
+	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
+		return 0, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
+	}
+	var n int64
+	ends.Each(func(end kadm.ListedOffset) {
+		from, _ := starts.Lookup(topic, end.Partition)
+		next := from.Offset
+		if c, ok := committed.Lookup(topic, end.Partition); ok && c.Err == nil {
+			next = max(next, c.At)
+		}
+		n += max(end.Offset-next, 0)
+	})
+	return n, nil
+}
+
+// drain runs a worker for a dropped level in g, and a watcher that stops it
+// once the level is empty. The worker gets a context of its own so that the
+// watcher stops it alone: it returns nil then, which leaves the errgroup and
+// every other worker running, and Run still waits for both to exit.
+func (f *Forwarder) drain(ctx context.Context, g *errgroup.Group, adm *kadm.Client, d dropped) error {
+	wctx, stop := context.WithCancel(ctx)
+	if err := f.start(wctx, g, d.stage); err != nil {
+		stop()
+		return err
+	}
+	f.cfg.Logger.Info("draining_dropped_level", "topic", d.topic, "records", d.backlog,
+		"reason", fmt.Sprintf("level %s is no longer configured; its records are forwarded until it is empty", d.name))
+	g.Go(func() error { return watchDrain(ctx, adm, &f.cfg, d, stop) })
+	return nil
+}
+
+// watchDrain asks Kafka every drainCheckInterval whether the dropped level's
+// group has committed every record, and then stops its worker with stop.
+// It returns nil when ctx ends first: shutdown is not an error.
+func watchDrain(ctx context.Context, adm *kadm.Client, cfg *Config, d dropped, stop context.CancelFunc) error {
+	defer stop()
+	log := cfg.Logger.With("topic", d.topic)
+	tick := time.NewTicker(drainCheckInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		n, err := backlog(ctx, adm, d.topic, cfg.Group+d.group)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case errors.Is(err, kerr.UnknownTopicOrPartition):
+			log.Info("dropped_level_deleted")
+			return nil
+		case err != nil:
+			log.Warn("drain_check_failed", "err", err)
+		case n == 0:
+			log.Info("dropped_level_drained", "delete_with", deleteHint(cfg, d))
+			return nil
+		}
+	}
+}
+
+// deleteHint says how to delete a dropped level's topic and group, which
+// kdelay leaves in place.
+func deleteHint(cfg *Config, d dropped) string {
+	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %[1]s --delete --topic %[2]s; kafka-consumer-groups.sh --bootstrap-server %[1]s --delete --group %[3]s",
+		strings.Join(cfg.Brokers, ","), d.topic, cfg.Group+d.group)
+}
