@@ -80,7 +80,7 @@ func TestSendRecordErrors(t *testing.T) {
 		{"offset past 23:59", sendFlags{target: "orders", at: "2026-11-22T08:00:00+24:00"}, "offset 24:00 is out of range"},
 		{"invalid target", sendFlags{target: "bad topic!", delay: "1s"}, `kdelay-target "bad topic!" is not a valid topic name`},
 		{"target is the DLQ", sendFlags{target: "kdelay.dlq", delay: "1s"}, `kdelay's own topic "kdelay.dlq"`},
-		{"delay beyond max-delay", sendFlags{target: "orders", delay: "10000h"}, "more than the maximum delay 9600h0m0s (max-delay) away"},
+		{"delay beyond max-delay", sendFlags{target: "orders", delay: "10000h"}, "more than the maximum delay 9600h (max-delay) away"},
 		{"empty id", sendFlags{target: "orders", delay: "1s", idSet: true}, "kdelay-id is empty"},
 		{"header without value", sendFlags{target: "orders", delay: "1s", headers: []string{"trace"}}, `--header "trace" is not name=value`},
 		{"routing header", sendFlags{target: "orders", delay: "1s", headers: []string{kdelay.HeaderID + "=x"}}, "--header kdelay-id: set it with --target, --delay, --at or --id instead"},
