@@ -126,6 +126,29 @@ func (tr *tour) run(s step) {
 		}
 	case strings.HasPrefix(line, "go test "):
 		// This test is one of them.
+	case strings.HasPrefix(line, "go run ./cmd/kdelay serve"):
+		// The set-up's one command: it must start, and stop on Ctrl-C as
+		// the README says, before the tour starts its own.
+		// On the test's free port, not 9092: the set-up's command runs
+		// with the defaults, before the tour exports an address.
+		r := tr.start(s, strings.Replace(line, "go run ./cmd/kdelay serve", tr.bin+" serve --listen "+tr.addr, 1))
+		select {
+		case <-r.out.ready:
+		case <-r.exited:
+			t.Fatalf("%s exited before it was ready; printed:\n%s", line, r.out)
+		case <-time.After(30 * time.Second):
+			t.Fatalf("%s: not ready after 30s; printed:\n%s", line, r.out)
+		}
+		_ = syscall.Kill(-r.running.Process.Pid, syscall.SIGINT)
+		select {
+		case <-r.exited:
+		case <-time.After(15 * time.Second):
+			t.Fatalf("%s still running 15s after Ctrl-C", line)
+		}
+		if code := r.running.ProcessState.ExitCode(); code != 0 {
+			t.Fatalf("%s exited %d after Ctrl-C, want 0; printed:\n%s", line, code, r.out)
+		}
+		tr.ran = tr.ran[:len(tr.ran)-1] // done: check looks at what is left running
 	case strings.HasPrefix(line, "go "):
 		t.Fatalf("README runs %q: teach TestREADMETour what it does", line)
 	case strings.HasPrefix(line, "export "):
