@@ -122,3 +122,16 @@ func FormatDeliverAt(t time.Time) string { return string(AppendDeliverAt(nil, t)
 func AppendDeliverAt(dst []byte, t time.Time) []byte {
 	return strconv.AppendInt(dst, CeilMillis(t).UnixMilli(), 10)
 }
+
+// DurationText writes d as a person would, in messages and help: 9600h and
+// 1m30s rather than Go's 9600h0m0s and 1m30s, 1h rather than 1h0m0s.
+func DurationText(d time.Duration) string {
+	s := d.String()
+	if strings.HasSuffix(s, "m0s") {
+		s = strings.TrimSuffix(s, "0s")
+	}
+	if strings.HasSuffix(s, "h0m") {
+		s = strings.TrimSuffix(s, "0m")
+	}
+	return s
+}

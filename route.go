@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 )
 
@@ -146,19 +145,7 @@ func dueTime(ts time.Time, delay string, hasDelay bool, at string, hasAt bool, m
 }
 
 func tooFar(header, v string, maxDelay time.Duration) error {
-	return fmt.Errorf("%s %q is more than the maximum delay %s (max-delay) away; deliver sooner or raise max-delay", header, v, durationText(maxDelay))
-}
-
-// durationText writes d as a person would: 9600h rather than Go's 9600h0m0s.
-func durationText(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
+	return fmt.Errorf("%s %q is more than the maximum delay %s (max-delay) away; deliver sooner or raise max-delay", header, v, DurationText(maxDelay))
 }
 
 // AppendDelivered appends the headers kdelay adds to a delivered record,

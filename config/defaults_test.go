@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/client"
 	"github.com/kdelay/kdelay/forwarder"
 )
@@ -73,8 +74,8 @@ func TestDurationText(t *testing.T) {
 		time.Hour: "1h", 9600 * time.Hour: "9600h", 90 * time.Minute: "1h30m", 2 * time.Minute: "2m",
 		90 * time.Second: "1m30s", 100 * time.Millisecond: "100ms", time.Hour + time.Second: "1h0m1s",
 	} {
-		if got := durationText(d); got != want {
-			t.Errorf("durationText(%d) = %q, want %q", d, got, want)
+		if got := kdelay.DurationText(d); got != want {
+			t.Errorf("kdelay.DurationText(%d) = %q, want %q", d, got, want)
 		}
 	}
 }

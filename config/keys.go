@@ -45,32 +45,20 @@ func keys() []key {
 		{"levels", kindList, strings.Join(levels.Default().Names(), ","), "delay levels, Go durations, comma-separated"},
 		{"partitions", kindInt, strconv.Itoa(int(forwarder.DefaultPartitions)), "partitions of the topics kdelay creates"},
 		{"replication-factor", kindInt, strconv.Itoa(int(forwarder.DefaultReplicationFactor)), "replication factor of the topics kdelay creates; -1 uses the broker's default"},
-		{"retention", kindDuration, durationText(forwarder.DefaultRetention), "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
-		{"retention-headroom", kindDuration, durationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
+		{"retention", kindDuration, kdelay.DurationText(forwarder.DefaultRetention), "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
+		{"retention-headroom", kindDuration, kdelay.DurationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
 		{"group", kindString, forwarder.DefaultGroup, "consumer group prefix; kdelay processes sharing it share the work"},
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
-		{"check-interval", kindDuration, durationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
-		{"fetch-max-wait", kindDuration, durationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
-		{"max-delay", kindDuration, durationText(kdelay.DefaultMaxDelay),
+		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
+		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
+		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
-		{"commit-interval", kindDuration, durationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
-		{"session-timeout", kindDuration, durationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
-		{"shutdown-timeout", kindDuration, durationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
+		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
+		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
+		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
 		{"log-level", kindString, "info", "debug, info, warn or error"},
 		{"log-format", kindString, "text", "text or json"},
 	}
-}
-
-// durationText writes d as a person would: 1h rather than Go's 1h0m0s.
-func durationText(d time.Duration) string {
-	s := d.String()
-	if strings.HasSuffix(s, "m0s") {
-		s = strings.TrimSuffix(s, "0s")
-	}
-	if strings.HasSuffix(s, "h0m") {
-		s = strings.TrimSuffix(s, "0m")
-	}
-	return s
 }
 
 // days writes d in whole days: Go durations stop at hours.
