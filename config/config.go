@@ -62,6 +62,7 @@ type Config struct {
 	Mode              string        // mode: "exact" or "poll"
 	CheckInterval     time.Duration // check-interval
 	FetchMaxWait      time.Duration // fetch-max-wait
+	MaxBufferedBytes  int64         // max-buffered-bytes
 	MaxDelay          time.Duration // max-delay
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout

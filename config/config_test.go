@@ -61,6 +61,7 @@ func TestDefaults(t *testing.T) {
 		Mode:              "exact",
 		CheckInterval:     100 * time.Millisecond,
 		FetchMaxWait:      500 * time.Millisecond,
+		MaxBufferedBytes:  64 << 20,
 		MaxDelay:          400 * 24 * time.Hour,
 		CommitInterval:    time.Second,
 		SessionTimeout:    45 * time.Second,

@@ -34,6 +34,7 @@ func (l *loader) decode() (Config, error) {
 		Mode:              d.oneOf("mode", "exact", "poll"),
 		CheckInterval:     d.duration("check-interval"),
 		FetchMaxWait:      d.duration("fetch-max-wait"),
+		MaxBufferedBytes:  d.integer("max-buffered-bytes", 1, math.MaxInt64, "use a number of bytes such as "+def("max-buffered-bytes")),
 		MaxDelay:          d.duration("max-delay"),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),

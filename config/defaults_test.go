@@ -44,6 +44,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"mode", forwarder.Mode(c.Mode), fw.Mode, "forwarder"},
 		{"check-interval", c.CheckInterval, fw.CheckInterval, "forwarder"},
 		{"fetch-max-wait", c.FetchMaxWait, fw.FetchMaxWait, "forwarder"},
+		{"max-buffered-bytes", c.MaxBufferedBytes, fw.MaxBufferedBytes, "forwarder"},
 		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
 		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},

@@ -51,6 +51,8 @@ func keys() []key {
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
 		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
+		{"max-buffered-bytes", kindInt, strconv.FormatInt(forwarder.DefaultMaxBufferedBytes, 10),
+			"bytes of records kdelay holds in memory, shared equally by the ingress and each level; a burst beyond a share is delivered at the broker's pace"},
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
 		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},

@@ -48,6 +48,14 @@ const (
 	// fewer records before they are due.
 	DefaultFetchMaxWait = 500 * time.Millisecond
 
+	// DefaultMaxBufferedBytes bounds the records a whole Forwarder holds in
+	// memory to 64 MiB, so that kdelay serve fits a small container (128 MiB
+	// with the Go runtime and the client's own buffers) whatever the size of
+	// a burst. Each forwarder gets an equal share, 3.4 MiB with the default
+	// 18 levels: measured, that is enough to deliver a burst as fast as the
+	// broker takes it.
+	DefaultMaxBufferedBytes int64 = 64 << 20
+
 	// DefaultCommitInterval bounds the work a crash repeats to one second's.
 	DefaultCommitInterval = time.Second
 
@@ -104,6 +112,18 @@ type Config struct {
 	// so a paused partition is resumed this long (plus CheckInterval) before
 	// its last buffered record is due. Default DefaultFetchMaxWait, 500ms.
 	FetchMaxWait time.Duration
+
+	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
+	// fetched and not yet handed on, or handed on and not yet acknowledged
+	// by the broker. Each record counts its key, value and headers plus what
+	// kdelay and the client keep for it (about 640 bytes). The ingress and
+	// each level forwarder get an equal share, so a burst in one never slows
+	// another; a forwarder whose share is full stops fetching until half of
+	// it is acknowledged, and may exceed it by one fetch per partition. A
+	// burst larger than a share is delivered at the pace of the broker's
+	// acknowledgements, and its last records leave later than they would if
+	// it were all in memory. Default DefaultMaxBufferedBytes, 64 MiB.
+	MaxBufferedBytes int64
 
 	// MaxDelay is the longest delay accepted; longer ones are dead-lettered.
 	// Default kdelay.DefaultMaxDelay, 400 days.
@@ -163,6 +183,7 @@ func (c Config) WithDefaults() Config {
 	c.Mode = cmp.Or(c.Mode, DefaultMode)
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
+	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
@@ -208,6 +229,10 @@ func (c Config) validate() error {
 	}
 	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
 	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)
+	if forwarders := int64(len(c.stages())); c.MaxBufferedBytes < forwarders*minBufferShare {
+		fail("max-buffered-bytes", "%d leaves each of the %d forwarders (the ingress and one per level) less than %d bytes; use at least %d, or 0 for the default %d",
+			c.MaxBufferedBytes, forwarders, minBufferShare, forwarders*minBufferShare, DefaultMaxBufferedBytes)
+	}
 	if c.MaxDelay < c.Levels.Smallest().Delay {
 		fail("max-delay", "%s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name)
 	}
@@ -215,6 +240,23 @@ func (c Config) validate() error {
 	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
 	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)
 	return errors.Join(errs...)
+}
+
+// minBufferShare is the least a forwarder may hold: a quarter of it is one
+// fetch, and smaller fetches would cost more round trips than records.
+const minBufferShare = 256 << 10
+
+// bufferShare is each forwarder's share of MaxBufferedBytes.
+func (c *Config) bufferShare() int64 { return c.MaxBufferedBytes / int64(len(c.stages())) }
+
+// fetchMaxBytes is how many bytes one fetch asks for: a quarter of a
+// forwarder's share, because a record held counts its bookkeeping too, which
+// for records of a hundred bytes is three times their size on the wire. A
+// fetch that pushes the buffer over its share is thus about the size of the
+// share, whatever the records. It never exceeds franz-go's default of 50
+// MiB, which the client's limit on a broker's reply (100 MiB) must exceed.
+func (c *Config) fetchMaxBytes() int32 {
+	return int32(min(c.bufferShare()/4, 50<<20))
 }
 
 type stage struct {

@@ -19,8 +19,9 @@ type partition struct {
 	// commit point once everything before it is handed on.
 	next      kgo.EpochOffset
 	committed int64 // last offset committed, -1 before the first commit
-	paused    bool
-	gone      bool // revoked or lost: late acks for it are ignored
+	notDue    bool  // its buffered records are not due soon: fetch no more
+	paused    bool  // fetching paused, for notDue or a full buffer
+	gone      bool  // revoked or lost: late acks for it are ignored
 }
 
 // entry is one taken record on its way out: produced to a level, the target
@@ -34,6 +35,7 @@ type entry struct {
 	dead     bool        // out is a dead letter
 	attempts int         // failed produces so far
 	done     bool        // the broker acknowledged out
+	size     int64       // what src counts in the worker's buffer
 }
 
 func newPartition(id int32) *partition { return &partition{id: id, committed: -1} }
@@ -44,7 +46,7 @@ func (p *partition) take() *entry {
 	p.queue[0] = nil
 	p.queue = p.queue[1:]
 	p.next = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
-	e := &entry{part: p, src: r}
+	e := &entry{part: p, src: r, size: recordSize(r)}
 	p.window = append(p.window, e)
 	return e
 }
@@ -69,3 +71,7 @@ func (p *partition) pending() bool {
 	p.commitPoint()
 	return len(p.window) > 0
 }
+
+// holds reports whether the partition holds records: queued, or taken and
+// not acknowledged.
+func (p *partition) holds() bool { return len(p.queue) > 0 || p.pending() }

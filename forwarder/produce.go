@@ -23,11 +23,14 @@ func (w *worker) produce(e *entry) {
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
 		w.acks = append(w.acks, ack{e, err})
-		if err != nil {
+		if err == nil {
+			w.acked += e.size
+		} else {
 			w.failed = true
-			if w.wakeFn != nil {
-				w.wakeFn()
-			}
+		}
+		room := w.wakeAfter > 0 && w.acked >= w.wakeAfter
+		if (err != nil || room) && w.wakeFn != nil {
+			w.wakeFn()
 		}
 	})
 }
@@ -40,12 +43,14 @@ func (w *worker) applyAcks(now time.Time) {
 	acks := w.acks
 	w.acks = nil
 	w.failed = false
+	w.acked = 0
 	w.ackMu.Unlock()
 	for _, a := range acks {
 		switch e := a.e; {
 		case e.part.gone:
 		case a.err == nil:
 			e.done = true
+			w.buf.release(e.size)
 			// Let go of what was handed on now rather than at the next
 			// commit: at full speed a commit interval holds many records.
 			e.part.commitPoint()

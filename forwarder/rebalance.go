@@ -39,6 +39,7 @@ func (w *worker) forget(ids []int32) {
 			continue
 		}
 		p.gone = true
+		w.forgetBuffered(p)
 		delete(w.parts, id)
 		if p.paused {
 			w.cl.ResumeFetchPartitions(map[string][]int32{w.source: {id}})

@@ -37,13 +37,17 @@ type worker struct {
 	held       []*entry
 	lastCommit time.Time
 	stats      Stats
+	buf        buffer
 
 	// ackMu guards the acks produce callbacks leave for the loop, and the
-	// cancel func of the poll in progress so a failure wakes it.
-	ackMu  sync.Mutex
-	acks   []ack
-	failed bool // an ack in acks is a failure
-	wakeFn context.CancelFunc
+	// cancel func of the poll in progress so that a failure, or enough
+	// acknowledged bytes to resume a full buffer, wakes it.
+	ackMu     sync.Mutex
+	acks      []ack
+	failed    bool  // an ack in acks is a failure
+	acked     int64 // bytes of the successful acks in acks
+	wakeAfter int64 // wake the poll once acked reaches it; 0: never
+	wakeFn    context.CancelFunc
 }
 
 type ack struct {
@@ -60,6 +64,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		log:    cfg.Logger.With("topic", source),
 		start:  cfg.NowFunc(),
 		parts:  map[int32]*partition{},
+		buf:    buffer{limit: cfg.bufferShare()},
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -74,6 +79,11 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		kgo.OnPartitionsRevoked(w.revoked),
 		kgo.OnPartitionsLost(w.lost),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		// The client buffers a fetch per broker outside the worker's
+		// buffer, and the broker may return one fetch beyond it: keep both
+		// small beside the share, rather than franz-go's 50 MiB.
+		kgo.FetchMaxBytes(cfg.fetchMaxBytes()),
+		kgo.FetchMaxPartitionBytes(min(cfg.fetchMaxBytes(), 1<<20)),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
 		// Like any producer, let the broker create a missing target when its
@@ -112,7 +122,7 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	pctx, cancel := context.WithDeadline(ctx, wake)
 	defer cancel()
 	w.ackMu.Lock()
-	if w.failed {
+	if w.failed || (w.wakeAfter > 0 && w.acked >= w.wakeAfter) {
 		w.ackMu.Unlock()
 		return nil
 	}
@@ -133,12 +143,22 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 		}
 	})
 	w.mu.Lock()
+	var fetched int64
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
 			p := w.partition(fp.Partition)
 			p.queue = append(p.queue, fp.Records...)
+			for _, r := range fp.Records {
+				fetched += recordSize(r)
+			}
 		}
 	})
+	w.buf.add(fetched)
+	w.buf.fetch = max(w.buf.fetch, fetched)
+	// Pause now, not at the next cycle: the client fetches in the
+	// background, and a fetch that arrives for a paused partition is
+	// dropped rather than returned.
+	w.throttle()
 	w.mu.Unlock()
 	// Rebalances wait while polled records are being queued, so a revoke
 	// never races a partition being filled.
@@ -160,6 +180,7 @@ func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(now)
+	w.throttle()
 	heads, held, tick := w.clock(now)
 	before := w.stats
 	// Heads first: routing one may hold it, and releaseHeld then counts it
@@ -167,6 +188,9 @@ func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
 	w.commit(ctx, now, false)
+	w.ackMu.Lock()
+	w.wakeAfter = w.buf.wakeAfter()
+	w.ackMu.Unlock()
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
 			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)
@@ -225,23 +249,14 @@ func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 // due soon, so pending records wait in Kafka, not in memory. It resumes one
 // fetch-wait ahead of its last buffered record: a fetch already in flight
 // when a partition resumes does not include it, and the records behind must
-// arrive before they are due.
+// arrive before they are due. A full buffer pauses it too (setFetching).
 func (w *worker) pauseOrResume(p *partition, now time.Time) {
-	pause := false
+	p.notDue = false
 	if n := len(p.queue); n > 0 {
 		ahead := now.Add(w.cfg.FetchMaxWait + w.cfg.CheckInterval)
-		pause = w.releaseAt(p.queue[n-1], now).After(ahead)
+		p.notDue = w.releaseAt(p.queue[n-1], now).After(ahead)
 	}
-	if pause == p.paused {
-		return
-	}
-	p.paused = pause
-	tp := map[string][]int32{w.source: {p.id}}
-	if pause {
-		w.cl.PauseFetchPartitions(tp)
-	} else {
-		w.cl.ResumeFetchPartitions(tp)
-	}
+	w.setFetching(p)
 }
 
 // releaseHeld produces held records due by check and returns when the

@@ -117,6 +117,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		Mode:              forwarder.Mode(cfg.Mode),
 		CheckInterval:     cfg.CheckInterval,
 		FetchMaxWait:      cfg.FetchMaxWait,
+		MaxBufferedBytes:  cfg.MaxBufferedBytes,
 		MaxDelay:          cfg.MaxDelay,
 		CommitInterval:    cfg.CommitInterval,
 		SessionTimeout:    cfg.SessionTimeout,

@@ -1,0 +1,115 @@
+package forwarder
+
+import "github.com/twmb/franz-go/pkg/kgo"
+
+// recordOverhead is what one record held costs beyond its key, value and
+// headers: the fetched record, its entry, the record produced and its
+// routing headers, and the client's bookkeeping of both: two kgo.Records of
+// 160 bytes, an entry of 72, an ack of 24, two routing headers of 40 plus
+// their values, and the client's produce and fetch state, rounded up.
+// Counting only the bytes a user wrote would let small records use several
+// times the bound.
+const recordOverhead = 640
+
+// recordSize is what r counts against a worker's buffer while it is held.
+func recordSize(r *kgo.Record) int64 {
+	n := len(r.Key) + len(r.Value) + recordOverhead
+	for _, h := range r.Headers {
+		n += len(h.Key) + len(h.Value)
+	}
+	return int64(n)
+}
+
+// buffer accounts the records a worker holds: from the fetch that brought
+// them until the broker acknowledges what they became (or the partition is
+// revoked). Only the loop and the rebalance callbacks touch it, under
+// worker.mu.
+type buffer struct {
+	limit int64 // the worker's share of Config.MaxBufferedBytes
+	bytes int64 // held now
+	full  bool  // fetching is paused until bytes falls to limit/2
+
+	peak  int64 // the most bytes ever held
+	fetch int64 // the most bytes one poll brought
+}
+
+// add counts n more bytes held.
+func (b *buffer) add(n int64) {
+	b.bytes += n
+	b.peak = max(b.peak, b.bytes)
+}
+
+// release counts n bytes no longer held.
+func (b *buffer) release(n int64) { b.bytes -= n }
+
+// update sets full once bytes reach the limit and clears it once they fall
+// to half of it: resuming at half lets a whole fetch arrive before the next
+// pause, rather than pausing and resuming on every acknowledgement. It
+// reports whether full changed.
+func (b *buffer) update() bool {
+	switch {
+	case !b.full && b.bytes >= b.limit:
+		b.full = true
+	case b.full && b.bytes <= b.limit/2:
+		b.full = false
+	default:
+		return false
+	}
+	return true
+}
+
+// wakeAfter is how many bytes acknowledged since the loop last applied acks
+// bring a full buffer back to half its limit: the produce callbacks wake the
+// loop then, so that fetching resumes as soon as it may rather than at the
+// next CheckInterval. 0 when not full.
+func (b *buffer) wakeAfter() int64 {
+	if !b.full {
+		return 0
+	}
+	return max(b.bytes-b.limit/2, 1)
+}
+
+// throttle pauses every partition that holds records once the buffer is
+// full, and resumes them once it has room again. While full, it also pauses
+// a partition that just brought its one fetch.
+func (w *worker) throttle() {
+	if w.buf.update() || w.buf.full {
+		for _, p := range w.parts {
+			w.setFetching(p)
+		}
+	}
+}
+
+// setFetching pauses or resumes the fetching of p for either reason that
+// stops it: its buffered records are not due soon (notDue), or the worker
+// holds as much as it may and p holds some of it. A partition that holds
+// nothing is fetched even when the worker is full: the others' records may
+// wait to be due for as long as their level, and this one's must not wait
+// behind them. That lets each partition bring one fetch beyond the limit.
+func (w *worker) setFetching(p *partition) {
+	pause := p.notDue || (w.buf.full && p.holds())
+	if pause == p.paused {
+		return
+	}
+	p.paused = pause
+	tp := map[string][]int32{w.source: {p.id}}
+	if pause {
+		w.cl.PauseFetchPartitions(tp)
+	} else {
+		w.cl.ResumeFetchPartitions(tp)
+	}
+}
+
+// forgetBuffered releases what a revoked or lost partition held: its queue
+// and the records taken from it the broker has not acknowledged. Late acks
+// for it are ignored, so nothing is released twice.
+func (w *worker) forgetBuffered(p *partition) {
+	for _, r := range p.queue {
+		w.buf.release(recordSize(r))
+	}
+	for _, e := range p.window {
+		if !e.done {
+			w.buf.release(e.size)
+		}
+	}
+}

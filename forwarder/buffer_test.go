@@ -1,0 +1,101 @@
+package forwarder
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestBurstIsBounded writes a burst all due in the same millisecond, twenty
+// times what a forwarder may hold, straight into a level (as the client
+// library does): every record is delivered once and none early, and the
+// level's forwarder never held more than its share of MaxBufferedBytes plus
+// one fetch per partition.
+func TestBurstIsBounded(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"5s"})
+	const (
+		n     = 20_000
+		size  = 1 << 10
+		share = 1 << 20 // per forwarder: the ingress and one level
+	)
+	cfg := fx.cfg
+	cfg.MaxBufferedBytes = 2 * share
+	arrived := fx.cluster.Collect(fx.target)
+	f, _ := fx.start(cfg)
+	// Kafka never splits a batch, so a fetch is at least one of the
+	// writer's batches: small ones let the fetch size set the step. Left
+	// uncompressed, a fetch of so many bytes holds as many records as it
+	// would of real data, not thousands of copies of one value.
+	writer := fx.cluster.Client(kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(64<<10),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
+
+	level := cfg.Topics.Level("5s")
+	written := time.Now().Truncate(time.Millisecond)
+	due := written.Add(5 * time.Second)
+	value := make([]byte, size)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	for i := range n {
+		id := strconv.Itoa(i)
+		writer.Produce(ctx, &kgo.Record{
+			Topic:     level,
+			Value:     value,
+			Timestamp: written,
+			Headers:   kdelay.AppendHop([]kgo.RecordHeader(nil), fx.target, id, due),
+		}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("write record %s to %s: %v", id, level, err)
+			}
+		})
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatalf("write the burst: %v", err)
+	}
+	if time.Now().After(due) {
+		t.Logf("the burst took %s to write, more than its 5s lead: it is late before it starts", time.Since(written))
+	}
+
+	got := arrived.Until(60*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	ids := kafkatest.IDs(got)
+	if len(ids) != n {
+		t.Fatalf("%d of %d records delivered within 60s", len(ids), n)
+	}
+	if dups := len(got) - n; dups > 0 {
+		t.Errorf("%d records delivered twice, want 0", dups)
+	}
+	for _, a := range got {
+		if a.At.Before(due) {
+			id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+			t.Errorf("record %s arrived %s early", id, due.Sub(a.At))
+		}
+	}
+	last := got[len(got)-1].At
+
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.workers {
+		w.mu.Lock()
+		peak, fetch := w.buf.peak, w.buf.fetch
+		w.mu.Unlock()
+		// A partition that holds nothing may fetch while the buffer is
+		// full: at most one fetch per partition beyond the share.
+		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
+			t.Errorf("%s: held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition (%d)",
+				w.source, peak, share, fetch, cfg.Partitions)
+		}
+		if fetch > share {
+			t.Errorf("%s: one fetch brought %d bytes of records, want at most its share %d", w.source, fetch, share)
+		}
+		if w.source == level {
+			t.Logf("%s held up to %d bytes of records (share %d, one fetch %d); the last record arrived %s after due",
+				w.source, peak, share, fetch, last.Sub(due).Round(time.Millisecond))
+		}
+	}
+}
