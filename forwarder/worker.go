@@ -35,15 +35,20 @@ type worker struct {
 	mu         sync.Mutex
 	parts      map[int32]*partition
 	held       []*entry
-	lastCommit time.Time
+	lastCommit time.Time // when the last background commit began
+	committing bool      // a background commit is in flight
 	stats      Stats
 
-	// ackMu guards the acks produce callbacks leave for the loop, and the
-	// cancel func of the poll in progress so a failure wakes it.
-	ackMu  sync.Mutex
-	acks   []ack
-	failed bool // an ack in acks is a failure
-	wakeFn context.CancelFunc
+	// ackMu guards what produce callbacks and the commit goroutine leave for
+	// the loop, and the cancel func of the poll in progress so a failure
+	// wakes it.
+	ackMu      sync.Mutex
+	acks       []ack
+	failed     bool // an ack in acks is a failure
+	wakeFn     context.CancelFunc
+	commitDone *commitResult
+
+	commits sync.WaitGroup // the background commit in flight
 }
 
 type ack struct {
@@ -98,7 +103,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 func (w *worker) run(ctx context.Context) error {
 	defer w.shutdown()
 	for ctx.Err() == nil {
-		wake := w.cycle(ctx, w.cfg.NowFunc())
+		wake := w.cycle(w.cfg.NowFunc())
 		if err := w.poll(ctx, wake); err != nil {
 			return err
 		}
@@ -156,7 +161,7 @@ func (w *worker) partition(id int32) *partition {
 }
 
 // cycle does the work due at now and returns when it wants to run next.
-func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
+func (w *worker) cycle(now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(now)
@@ -166,7 +171,7 @@ func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
-	w.commit(ctx, now, false)
+	w.commit(now)
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
 			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)
