@@ -43,12 +43,13 @@ func (f *Forwarder) Ready() <-chan struct{} { return f.ready }
 // after a clean shutdown, once every forwarder has committed and left its
 // group.
 func (f *Forwarder) Run(ctx context.Context) error {
-	if err := f.ensureTopics(ctx); err != nil {
+	dlqMax, err := f.prepare(ctx)
+	if err != nil {
 		return err
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	for _, s := range f.cfg.stages() {
-		w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait)
+		w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait, dlqMax)
 		if err != nil {
 			return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 		}
@@ -75,11 +76,22 @@ func (f *Forwarder) Stats() Stats {
 	return s
 }
 
-func (f *Forwarder) ensureTopics(ctx context.Context) error {
+// prepare creates missing topics and returns the DLQ's max.message.bytes,
+// which dead letters are cut to fit; 0 if the broker would not say, and then
+// a dead letter is cut when the broker refuses it as too large.
+func (f *Forwarder) prepare(ctx context.Context) (dlqMax int, err error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.cfg.Brokers...)}, f.cfg.ClientOpts...)...)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer cl.Close()
-	return ensureTopics(ctx, kadm.NewClient(cl), &f.cfg)
+	adm := kadm.NewClient(cl)
+	if err := ensureTopics(ctx, adm, &f.cfg); err != nil {
+		return 0, err
+	}
+	dlqMax, err = maxMessageBytes(ctx, adm, f.cfg.Topics.DLQ())
+	if err != nil {
+		f.cfg.Logger.Warn("dlq_limit_unknown", "err", err)
+	}
+	return dlqMax, nil
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -58,6 +59,10 @@ func (w *worker) applyAcks(now time.Time) {
 }
 
 func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
+	if e.dead && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && w.shrink(e) {
+		w.produce(e)
+		return
+	}
 	if reason, final := refused(e.out, err); final && !e.dead {
 		w.deadLetter(e, reason)
 		return

@@ -29,6 +29,7 @@ type worker struct {
 	log    *slog.Logger
 	cl     *kgo.Client
 	start  time.Time // anchors the ticks of ModePoll
+	dlqMax int       // the largest dead letter the DLQ and the client take, in bytes
 
 	// mu guards everything below it against the rebalance callbacks, which
 	// run on the client's goroutines.
@@ -56,7 +57,9 @@ type ack struct {
 	err error
 }
 
-func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, error) {
+// newWorker makes the worker for source. dlqMax is the DLQ's
+// max.message.bytes, 0 if unknown.
+func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int) (*worker, error) {
 	w := &worker{
 		cfg:    cfg,
 		source: source,
@@ -94,6 +97,12 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		return nil, err
 	}
 	w.cl = cl
+	// The client refuses a record larger than its own batch limit before
+	// the broker sees it.
+	w.dlqMax = int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
+	if dlqMax > 0 {
+		w.dlqMax = min(w.dlqMax, dlqMax)
+	}
 	return w, nil
 }
 
