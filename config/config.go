@@ -63,6 +63,7 @@ type Config struct {
 	CheckInterval     time.Duration // check-interval
 	FetchMaxWait      time.Duration // fetch-max-wait
 	MaxDelay          time.Duration // max-delay
+	DeliveryTimeout   time.Duration // delivery-timeout
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout
 	ShutdownTimeout   time.Duration // shutdown-timeout

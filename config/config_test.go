@@ -62,6 +62,7 @@ func TestDefaults(t *testing.T) {
 		CheckInterval:     100 * time.Millisecond,
 		FetchMaxWait:      500 * time.Millisecond,
 		MaxDelay:          400 * 24 * time.Hour,
+		DeliveryTimeout:   5 * time.Minute,
 		CommitInterval:    time.Second,
 		SessionTimeout:    45 * time.Second,
 		ShutdownTimeout:   10 * time.Second,

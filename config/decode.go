@@ -35,6 +35,7 @@ func (l *loader) decode() (Config, error) {
 		CheckInterval:     d.duration("check-interval"),
 		FetchMaxWait:      d.duration("fetch-max-wait"),
 		MaxDelay:          d.duration("max-delay"),
+		DeliveryTimeout:   d.duration("delivery-timeout"),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),

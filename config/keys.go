@@ -53,6 +53,7 @@ func keys() []key {
 		{"fetch-max-wait", kindDuration, durationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
 		{"max-delay", kindDuration, durationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
+		{"delivery-timeout", kindDuration, durationText(forwarder.DefaultDeliveryTimeout), "how long a record may keep failing with a retryable error before it goes to the dead-letter topic with the last error"},
 		{"commit-interval", kindDuration, durationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
 		{"session-timeout", kindDuration, durationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
 		{"shutdown-timeout", kindDuration, durationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},

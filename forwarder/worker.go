@@ -84,6 +84,10 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
+		// The client rides out a short failure itself, then hands the
+		// broker's error to the loop, which retries until DeliveryTimeout
+		// and dead-letters the record with that error.
+		kgo.RecordRetries(clientRetries),
 		// Like any producer, let the broker create a missing target when its
 		// auto.create.topics.enable says so; otherwise the record is refused
 		// and dead-lettered with the reason.

@@ -118,6 +118,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		CheckInterval:     cfg.CheckInterval,
 		FetchMaxWait:      cfg.FetchMaxWait,
 		MaxDelay:          cfg.MaxDelay,
+		DeliveryTimeout:   cfg.DeliveryTimeout,
 		CommitInterval:    cfg.CommitInterval,
 		SessionTimeout:    cfg.SessionTimeout,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
