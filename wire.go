@@ -34,6 +34,14 @@ const (
 
 	// HeaderSource is topic/partition/offset of the record that failed.
 	HeaderSource = "kdelay-source"
+
+	// HeaderTruncated is set only on a dead letter cut to fit the
+	// dead-letter topic's max.message.bytes: a comma-separated list of
+	// part=original/kept, in bytes, for each part cut. The parts are cut in
+	// this order: "value" (its first kept bytes remain), "key" (likewise),
+	// "headers" (the record's own headers, names and values; the first ones
+	// remain whole). Example: "value=1000100/999646".
+	HeaderTruncated = "kdelay-truncated"
 )
 
 // DefaultPrefix is the prefix of kdelay's own topics.

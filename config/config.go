@@ -64,6 +64,7 @@ type Config struct {
 	FetchMaxWait      time.Duration // fetch-max-wait
 	MaxBufferedBytes  int64         // max-buffered-bytes
 	MaxDelay          time.Duration // max-delay
+	DeliveryTimeout   time.Duration // delivery-timeout
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout
 	ShutdownTimeout   time.Duration // shutdown-timeout

@@ -63,6 +63,7 @@ func TestDefaults(t *testing.T) {
 		FetchMaxWait:      500 * time.Millisecond,
 		MaxBufferedBytes:  64 << 20,
 		MaxDelay:          400 * 24 * time.Hour,
+		DeliveryTimeout:   5 * time.Minute,
 		CommitInterval:    time.Second,
 		SessionTimeout:    45 * time.Second,
 		ShutdownTimeout:   10 * time.Second,

@@ -36,6 +36,7 @@ func (l *loader) decode() (Config, error) {
 		FetchMaxWait:      d.duration("fetch-max-wait"),
 		MaxBufferedBytes:  d.integer("max-buffered-bytes", 1, math.MaxInt64, "use a number of bytes such as "+def("max-buffered-bytes")),
 		MaxDelay:          d.duration("max-delay"),
+		DeliveryTimeout:   d.duration("delivery-timeout"),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),

@@ -47,6 +47,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"max-buffered-bytes", c.MaxBufferedBytes, fw.MaxBufferedBytes, "forwarder"},
 		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
 		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},
+		{"delivery-timeout", c.DeliveryTimeout, fw.DeliveryTimeout, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},

@@ -55,6 +55,7 @@ func keys() []key {
 			"bytes of records kdelay holds in memory, shared equally by the ingress and each level; a burst beyond a share is delivered at the broker's pace"},
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
+		{"delivery-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultDeliveryTimeout), "how long a record may keep failing with a retryable error before it goes to the dead-letter topic with the last error"},
 		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
 		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
 		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},

@@ -5,45 +5,119 @@ import (
 	"errors"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
 
-// commit commits, for every partition whose commit point moved, the lowest
-// offset not yet handed on. It runs at most every CommitInterval unless
-// forced; mu must be held.
-func (w *worker) commit(ctx context.Context, now time.Time, force bool) {
-	if !force && now.Sub(w.lastCommit) < w.cfg.CommitInterval {
+// commitResult is what one commit request came back with.
+type commitResult struct {
+	parts   map[int32]*partition // the partitions committed, as they were when the commit began
+	offsets map[int32]kgo.EpochOffset
+	resp    *kmsg.OffsetCommitResponse
+	err     error
+}
+
+// commit applies the result of the last background commit and, at most every
+// CommitInterval, starts the next one for every partition whose commit point
+// moved. mu must be held.
+//
+// The commit runs on its own goroutine, never under mu: a commit round trip
+// (or a group rebalance, which holds commits back) must not delay a due
+// record, nor Stats. One commit is in flight at a time, so a slow broker gets
+// one request, and the next carries whatever moved meanwhile.
+func (w *worker) commit(now time.Time) {
+	w.applyCommit()
+	if w.committing || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
 		return
 	}
-	w.lastCommit = now
-	offsets := map[int32]kgo.EpochOffset{}
-	for id, p := range w.parts {
-		if pt := p.commitPoint(); pt.Offset > p.committed {
-			offsets[id] = pt
-		}
-	}
+	parts, offsets := w.uncommitted()
 	if len(offsets) == 0 {
 		return
 	}
+	w.lastCommit = now
+	w.committing = true
+	w.commits.Go(func() {
+		// Not the loop's context: cancelling a commit kills its connection,
+		// and the broker could then take the shutdown's final commit before
+		// this older one. The timeout bounds how long that final commit waits
+		// behind it.
+		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+		defer cancel()
+		res := w.sendCommit(ctx, parts, offsets)
+		w.ackMu.Lock()
+		w.commitDone = &res
+		w.ackMu.Unlock()
+	})
+}
+
+// commitNow commits synchronously within ctx, on revoke and shutdown: the
+// offsets must be committed before the partitions move or the client closes.
+// mu must be held. The client first waits for a background commit in flight,
+// which needs only ackMu to finish.
+func (w *worker) commitNow(ctx context.Context) {
+	if parts, offsets := w.uncommitted(); len(offsets) > 0 {
+		w.recordCommit(w.sendCommit(ctx, parts, offsets))
+	}
+	w.applyCommit()
+}
+
+// uncommitted returns, for every partition whose commit point moved since the
+// last commit, the partition and its commit point.
+func (w *worker) uncommitted() (map[int32]*partition, map[int32]kgo.EpochOffset) {
+	parts := map[int32]*partition{}
+	offsets := map[int32]kgo.EpochOffset{}
+	for id, p := range w.parts {
+		if pt := p.commitPoint(); pt.Offset > p.committed {
+			parts[id], offsets[id] = p, pt
+		}
+	}
+	return parts, offsets
+}
+
+func (w *worker) sendCommit(ctx context.Context, parts map[int32]*partition, offsets map[int32]kgo.EpochOffset) commitResult {
+	res := commitResult{parts: parts, offsets: offsets}
 	w.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{w.source: offsets},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			if err != nil {
-				// Cut short by shutdown, which commits again; otherwise the
-				// next commit carries the same offsets.
-				if !errors.Is(err, context.Canceled) {
-					w.log.Warn("commit_failed", "err", err)
-				}
-				return
-			}
-			w.log.Debug("committed", "offsets", offsets)
-			for _, t := range resp.Topics {
-				for _, rp := range t.Partitions {
-					p, ok := w.parts[rp.Partition]
-					if ok && rp.ErrorCode == 0 {
-						p.committed = offsets[rp.Partition].Offset
-					}
-				}
-			}
+			res.resp, res.err = resp, err
 		})
+	return res
+}
+
+// applyCommit records the result of a finished background commit, if any.
+// mu must be held.
+func (w *worker) applyCommit() {
+	w.ackMu.Lock()
+	res := w.commitDone
+	w.commitDone = nil
+	w.ackMu.Unlock()
+	if res != nil {
+		w.committing = false
+		w.recordCommit(*res)
+	}
+}
+
+// recordCommit notes what the broker committed and logs what it did not; the
+// next commit carries the same offsets again. mu must be held.
+func (w *worker) recordCommit(res commitResult) {
+	if res.err != nil {
+		// Cut short by shutdown, which commits again.
+		if !errors.Is(res.err, context.Canceled) {
+			w.log.Warn("commit_failed", "err", res.err)
+		}
+		return
+	}
+	for _, t := range res.resp.Topics {
+		for _, rp := range t.Partitions {
+			offset := res.offsets[rp.Partition].Offset
+			if err := kerr.ErrorForCode(rp.ErrorCode); err != nil {
+				w.log.Warn("commit_failed", "partition", rp.Partition, "offset", offset, "err", err)
+				continue
+			}
+			if p, ok := res.parts[rp.Partition]; ok {
+				p.committed = max(p.committed, offset)
+			}
+		}
+	}
+	w.log.Debug("committed", "offsets", res.offsets)
 }

@@ -56,6 +56,12 @@ const (
 	// broker takes it.
 	DefaultMaxBufferedBytes int64 = 64 << 20
 
+	// DefaultDeliveryTimeout rides out a broker restart or a leader
+	// election, which take seconds to a minute, without dead-lettering the
+	// records caught in it; longer than Kafka's delivery.timeout.ms (2m)
+	// because a dead letter costs a person a replay.
+	DefaultDeliveryTimeout = 5 * time.Minute
+
 	// DefaultCommitInterval bounds the work a crash repeats to one second's.
 	DefaultCommitInterval = time.Second
 
@@ -129,6 +135,15 @@ type Config struct {
 	// Default kdelay.DefaultMaxDelay, 400 days.
 	MaxDelay time.Duration
 
+	// DeliveryTimeout is how long a record may keep failing to be produced
+	// to its next topic with an error worth retrying (a partition without a
+	// leader, too few in-sync replicas) before it goes to the DLQ with the
+	// last error. It counts from the first try; the last try may end a few
+	// seconds after it. The records behind keep moving meanwhile, but the
+	// record holds its partition's commit point, so a crash re-delivers what
+	// came after it. Default DefaultDeliveryTimeout, 5m.
+	DeliveryTimeout time.Duration
+
 	// CommitInterval is how often handed-on offsets are committed. A crash
 	// re-delivers at most this much work. Default DefaultCommitInterval, 1s.
 	CommitInterval time.Duration
@@ -185,6 +200,7 @@ func (c Config) WithDefaults() Config {
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
 	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
+	c.DeliveryTimeout = cmp.Or(c.DeliveryTimeout, DefaultDeliveryTimeout)
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
@@ -236,6 +252,7 @@ func (c Config) validate() error {
 	if c.MaxDelay < c.Levels.Smallest().Delay {
 		fail("max-delay", "%s is below the smallest level %s; raise it", c.MaxDelay, c.Levels.Smallest().Name)
 	}
+	negative("delivery-timeout", c.DeliveryTimeout, DefaultDeliveryTimeout)
 	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
 	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
 	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)

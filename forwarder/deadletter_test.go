@@ -1,11 +1,19 @@
 package forwarder
 
 import (
+	"bytes"
+	"context"
 	"fmt"
 	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
@@ -107,4 +115,159 @@ func incompressible(n int) string {
 		b[i] = 'a' + byte(rand.IntN(26))
 	}
 	return string(b)
+}
+
+// TestDeadLetterFits checks that a dead letter always fits the DLQ's limit,
+// keeps its reason, source and as much of the record as fits, in order, and
+// says in kdelay-truncated what was cut.
+func TestDeadLetterFits(t *testing.T) {
+	t.Parallel()
+	src := func(key, value int, headers ...int) *kgo.Record {
+		r := &kgo.Record{Topic: "kdelay.ingress", Partition: 2, Offset: 7,
+			Key: []byte(strings.Repeat("k", key)), Value: []byte(incompressible(value))}
+		for i, n := range headers {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: fmt.Sprint("h", i), Value: []byte(strings.Repeat("v", n))})
+		}
+		return r
+	}
+	tests := []struct {
+		name      string
+		src       *kgo.Record
+		limit     int
+		truncated string // "" for none; a prefix when kept sizes depend on the overhead
+		headers   int    // own headers kept
+	}{
+		{"fits whole", src(10, 1000, 5), 2000, "", 1},
+		{"value cut", src(10, 1_000_100, 5), 1_000_012, "value=1000100/", 1},
+		{"value dropped, key cut", src(3000, 3000, 5), 2000, "value=3000/0,key=3000/", 1},
+		{"own headers dropped from the last", src(0, 10, 100, 3000, 3000), 2000, "value=10/0,headers=6106/102", 1},
+		{"every own header dropped", src(0, 0, 3000), 1000, "headers=3002/0", 0},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			got := deadLetterRecord("dlq", tt.src, "too large", tt.limit)
+			if size := recordBytes(got.Key, got.Value, got.Headers) + batchOverhead; size > tt.limit {
+				t.Errorf("dead letter takes %d bytes, more than the limit %d", size, tt.limit)
+			}
+			if !bytes.HasPrefix(tt.src.Value, got.Value) || !bytes.HasPrefix(tt.src.Key, got.Key) {
+				t.Errorf("key and value are not the first bytes of the original's")
+			}
+			cut := headerValue(got, kdelay.HeaderTruncated)
+			if (tt.truncated == "") != (cut == "") || !strings.HasPrefix(cut, tt.truncated) {
+				t.Errorf("%s = %q, want %q…", kdelay.HeaderTruncated, cut, tt.truncated)
+			}
+			if tt.truncated == "value=1000100/" && len(got.Value) < 999_000 {
+				t.Errorf("kept %d bytes of the value, want all but the overhead of the %d-byte limit", len(got.Value), tt.limit)
+			}
+			want := append(slices.Clone(tt.src.Headers[:tt.headers]),
+				kgo.RecordHeader{Key: kdelay.HeaderError, Value: []byte("too large")},
+				kgo.RecordHeader{Key: kdelay.HeaderSource, Value: []byte("kdelay.ingress/2/7")})
+			if n := len(want); len(got.Headers) < n || !reflect.DeepEqual(got.Headers[:n], want) {
+				t.Errorf("headers %v, want the record's first %d, then %s and %s", names(got.Headers), tt.headers, kdelay.HeaderError, kdelay.HeaderSource)
+			}
+		})
+	}
+}
+
+func names(hs []kgo.RecordHeader) []string {
+	var s []string
+	for _, h := range hs {
+		s = append(s, h.Key)
+	}
+	return s
+}
+
+// TestLargeRecord sends a record the ingress takes but a level does not (it
+// is over the client's 1,000,012-byte batch limit, under the broker's
+// 1,048,588) and checks it lands in the DLQ cut to fit, that the records
+// behind it are delivered, and that it does not hold back the commit: a
+// clean restart would re-deliver nothing.
+func TestLargeRecord(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "2s"})
+	_, stop := fx.start(fx.cfg)
+	big := fx.cluster.Client(kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(1_048_588), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	value := incompressible(1_000_100)
+	r := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte("k"), Value: []byte(value), Headers: []kgo.RecordHeader{
+		{Key: "user", Value: []byte("big")},
+		{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+		{Key: kdelay.HeaderDelay, Value: []byte("1200")},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := big.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("produce a %d-byte record to the ingress: %v", len(value), err)
+	}
+	const n = 20
+	for i := range n {
+		r := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte("k"), Value: []byte(strconv.Itoa(i)), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")}}}
+		if err := fx.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+
+	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(30*time.Second, atLeast(1))
+	if len(dead) != 1 {
+		t.Fatalf("%d records in the DLQ within 30s, want the large one", len(dead))
+	}
+	d := dead[0]
+	if reason := headerValue(d.Record, kdelay.HeaderError); !strings.Contains(reason, "larger than topic") {
+		t.Errorf("%s = %q, want it to say the record is too large", kdelay.HeaderError, reason)
+	}
+	if src, want := headerValue(d.Record, kdelay.HeaderSource), source(r); src != want {
+		t.Errorf("%s = %q, want %q", kdelay.HeaderSource, src, want)
+	}
+	if got := headerValue(d.Record, "user"); got != "big" {
+		t.Errorf("header user = %q, want the record's own header kept", got)
+	}
+	if !strings.HasPrefix(value, string(d.Value)) || len(d.Value) < 990_000 {
+		t.Errorf("dead letter value has %d bytes, want the first bytes of the original, all but what the limit cuts", len(d.Value))
+	}
+	if cut, want := headerValue(d.Record, kdelay.HeaderTruncated), fmt.Sprintf("value=%d/%d", len(value), len(d.Value)); cut != want {
+		t.Errorf("%s = %q, want %q", kdelay.HeaderTruncated, cut, want)
+	}
+	if got := fx.cluster.Collect(fx.target).Until(30*time.Second, atLeast(n)); len(got) != n {
+		t.Errorf("%d of the %d records behind the large one delivered within 30s", len(got), n)
+	}
+	stop()
+	if ok, committed, end := fx.committedAll(fx.cfg.Group+".ingress", fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
+		t.Errorf("after a clean stop the ingress group committed %v, want the end offsets %v: a restart would deliver again", committed, end)
+	}
+}
+
+// TestDeadLetterShrinks lowers the DLQ's max.message.bytes after kdelay has
+// read it and checks that a dead letter the broker then refuses as too large
+// is cut until it fits, rather than retried as it is for ever.
+func TestDeadLetterShrinks(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "2s"})
+	fx.start(fx.cfg)
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(fx.cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("10000")}}, fx.cfg.Topics.DLQ())
+	if err == nil {
+		_, err = resp.On(fx.cfg.Topics.DLQ(), nil)
+	}
+	if err != nil {
+		t.Fatalf("lower max.message.bytes of the DLQ: %v", err)
+	}
+	value := incompressible(50_000)
+	sent := fx.send(value, kdelay.HeaderDelay, "1s") // no target: dead-lettered
+
+	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(60*time.Second, atLeast(1))
+	if len(dead) != 1 {
+		t.Fatalf("%d records in the DLQ within 60s, want the one refused as too large", len(dead))
+	}
+	d := dead[0]
+	if src := headerValue(d.Record, kdelay.HeaderSource); src != source(sent) {
+		t.Errorf("%s = %q, want %q", kdelay.HeaderSource, src, source(sent))
+	}
+	if !strings.HasPrefix(value, string(d.Value)) || len(d.Value) > 10_000 {
+		t.Errorf("dead letter value has %d bytes, want at most the first 10000 of the original", len(d.Value))
+	}
+	if cut, want := headerValue(d.Record, kdelay.HeaderTruncated), fmt.Sprintf("value=%d/%d", len(value), len(d.Value)); cut != want {
+		t.Errorf("%s = %q, want %q", kdelay.HeaderTruncated, cut, want)
+	}
 }

@@ -20,8 +20,9 @@ import (
 
 // Forwarder runs the ingress router and one forwarder per level.
 type Forwarder struct {
-	cfg   Config
-	ready chan struct{}
+	cfg    Config
+	ready  chan struct{}
+	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
 
 	mu      sync.Mutex
 	workers []*worker
@@ -57,6 +58,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := ensureTopics(ctx, adm, &f.cfg); err != nil {
 		return err
 	}
+	f.dlqMax = f.dlqLimit(ctx, adm)
 	drains, err := findDropped(ctx, adm, &f.cfg)
 	if err != nil {
 		// Forwarding the configured levels matters more than draining old
@@ -86,7 +88,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 
 // start runs a worker for stage s in g until ctx ends.
 func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
-	w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait)
+	w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait, f.dlqMax)
 	if err != nil {
 		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 	}
@@ -108,4 +110,15 @@ func (f *Forwarder) Stats() Stats {
 		w.mu.Unlock()
 	}
 	return s
+}
+
+// dlqLimit returns the DLQ's max.message.bytes, which dead letters are cut
+// to fit; 0 if the broker would not say, and then a dead letter is cut when
+// the broker refuses it as too large.
+func (f *Forwarder) dlqLimit(ctx context.Context, adm *kadm.Client) int {
+	dlqMax, err := maxMessageBytes(ctx, adm, f.cfg.Topics.DLQ())
+	if err != nil {
+		f.cfg.Logger.Warn("dlq_limit_unknown", "err", err)
+	}
+	return dlqMax
 }

@@ -34,6 +34,8 @@ type entry struct {
 	at       time.Time   // when held: when to produce out
 	dead     bool        // out is a dead letter
 	attempts int         // failed produces so far
+	first    time.Time   // the first produce of out, from which DeliveryTimeout counts
+	lastErr  error       // the last failure that says more than that the client gave up
 	done     bool        // the broker acknowledged out
 	size     int64       // what src counts in the worker's buffer
 }

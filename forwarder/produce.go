@@ -1,24 +1,32 @@
 package forwarder
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A produce the broker did not take is tried again after a backoff that
-// doubles from retryBackoffMin up to retryBackoffMax.
+// doubles from retryBackoffMin up to retryBackoffMax. Before that, the
+// client itself tries clientRetries more times, about 4s with its own
+// backoff, which covers a leader moving.
 const (
 	retryBackoffMin = 100 * time.Millisecond
 	retryBackoffMax = 30 * time.Second
+	clientRetries   = 4
 )
 
 // produce hands e.out to the client. The callback only records the outcome:
 // the loop acts on it under mu, so a callback never waits on the loop while
 // the loop waits on the client for buffer space.
 func (w *worker) produce(e *entry) {
+	if e.first.IsZero() {
+		e.first = w.cfg.NowFunc()
+	}
 	w.cl.Produce(context.Background(), e.out, func(_ *kgo.Record, err error) {
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
@@ -51,6 +59,9 @@ func (w *worker) applyAcks(now time.Time) {
 		case a.err == nil:
 			e.done = true
 			w.buf.release(e.size)
+			// A dead letter the DLQ refuses holds every entry behind it in
+			// the window: keep them small.
+			e.src, e.out, e.lastErr = nil, nil, nil
 			// Let go of what was handed on now rather than at the next
 			// commit: at full speed a commit interval holds many records.
 			e.part.commitPoint()
@@ -63,16 +74,33 @@ func (w *worker) applyAcks(now time.Time) {
 }
 
 func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
+	if e.dead && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && w.shrink(e) {
+		w.produce(e)
+		return
+	}
 	if reason, final := refused(e.out, err); final && !e.dead {
 		w.deadLetter(e, reason)
 		return
 	}
+	if !errors.Is(err, kgo.ErrRecordRetries) && !errors.Is(err, kgo.ErrRecordTimeout) {
+		e.lastErr = err
+	}
+	// A dead letter is not given up on: there is nowhere left to put it.
+	// It is retried until the DLQ takes it, logged at error, and holds its
+	// partition's commit point meanwhile (see README, Guarantees).
+	deadline := e.first.Add(w.cfg.DeliveryTimeout)
+	if !e.dead && !now.Before(deadline) {
+		w.deadLetter(e, expired(e.out.Topic, w.cfg.DeliveryTimeout, cmp.Or(e.lastErr, err)))
+		return
+	}
 	e.attempts++
 	backoff := min(retryBackoffMin<<min(e.attempts-1, 10), retryBackoffMax)
-	level := slogLevel(e.dead)
-	w.log.Log(context.Background(), level, "produce_failed", "to", e.out.Topic, "source", source(e.src),
-		"attempt", e.attempts, "retry_in", backoff, "err", err)
 	e.at = now.Add(backoff)
+	if !e.dead && e.at.After(deadline) {
+		e.at = deadline // one last try
+	}
+	w.log.Log(context.Background(), slogLevel(e.dead), "produce_failed", "to", e.out.Topic, "source", source(e.src),
+		"attempt", e.attempts, "retry_in", e.at.Sub(now), "err", err)
 	w.stats.Retried++
 	w.held = append(w.held, e)
 }

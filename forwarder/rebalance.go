@@ -18,7 +18,7 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(w.cfg.NowFunc())
-	w.commit(fctx, w.cfg.NowFunc(), true)
+	w.commitNow(fctx)
 	w.forget(lost[w.source])
 }
 

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -30,6 +31,12 @@ func refused(r *kgo.Record, err error) (reason string, final bool) {
 		return fmt.Sprintf("the broker refused the record for topic %q: %v", r.Topic, err), true
 	}
 	return "", false
+}
+
+// expired is the reason of a record the broker kept refusing with err, an
+// error worth retrying, for timeout.
+func expired(topic string, timeout time.Duration, err error) string {
+	return fmt.Sprintf("topic %q did not take the record within delivery-timeout %s; the last error: %v. Fix the cause, then replay this record", topic, timeout, err)
 }
 
 // slogLevel is the level of a failed produce: a failed dead letter means a

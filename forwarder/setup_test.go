@@ -1,12 +1,17 @@
 package forwarder
 
 import (
+	"bytes"
 	"context"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -118,4 +123,85 @@ func (fx *fixture) send(value string, headers ...string) *kgo.Record {
 // atLeast is a done func for kafkatest.Collector.Until: n records arrived.
 func atLeast(n int) func([]kafkatest.Arrival) bool {
 	return func(got []kafkatest.Arrival) bool { return len(got) >= n }
+}
+
+// logBook is a logger whose lines a test reads back, and echoes to stderr
+// when KDELAY_TEST_LOG is set.
+type logBook struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBook) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if os.Getenv("KDELAY_TEST_LOG") != "" {
+		_, _ = os.Stderr.Write(p)
+	}
+	return b.buf.Write(p)
+}
+
+// captureLogs returns a debug-level text logger and the book it writes to.
+func captureLogs(t *testing.T) (*slog.Logger, *logBook) {
+	b := &logBook{}
+	return slog.New(slog.NewTextHandler(b, &slog.HandlerOptions{Level: slog.LevelDebug})).With("test", t.Name()), b
+}
+
+// line returns the first line holding every one of parts, waiting up to
+// deadline for it, or "" if none came.
+func (b *logBook) line(deadline time.Duration, parts ...string) string {
+	end := time.Now().Add(deadline)
+	for {
+		b.mu.Lock()
+		text := b.buf.String()
+		b.mu.Unlock()
+		for l := range strings.Lines(text) {
+			if !slices.ContainsFunc(parts, func(p string) bool { return !strings.Contains(l, p) }) {
+				return l
+			}
+		}
+		if time.Now().After(end) {
+			return ""
+		}
+		time.Sleep(10 * time.Millisecond) // a deadline-bounded poll
+	}
+}
+
+// committedAll waits up to deadline until the group has committed, on every
+// partition of topic, the partition's end offset: a restart then re-delivers
+// nothing. It returns the committed and end offsets it saw last.
+func (fx *fixture) committedAll(group, topic string, deadline time.Duration) (ok bool, committed, end map[int32]int64) {
+	fx.t.Helper()
+	adm := kadm.NewClient(fx.cl)
+	until := time.Now().Add(deadline)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		ends, err := adm.ListEndOffsets(ctx, topic)
+		if err != nil {
+			cancel()
+			fx.t.Fatalf("list end offsets of %s: %v", topic, err)
+		}
+		offs, err := adm.FetchOffsets(ctx, group)
+		cancel()
+		if err != nil {
+			fx.t.Fatalf("fetch offsets of %s: %v", group, err)
+		}
+		committed, end = map[int32]int64{}, map[int32]int64{}
+		ok = true
+		ends.Each(func(o kadm.ListedOffset) {
+			end[o.Partition] = o.Offset
+			c, has := offs.Lookup(topic, o.Partition)
+			committed[o.Partition] = -1
+			if has {
+				committed[o.Partition] = c.At
+			}
+			if o.Offset > 0 && committed[o.Partition] != o.Offset {
+				ok = false
+			}
+		})
+		if ok || time.Now().After(until) {
+			return ok, committed, end
+		}
+		time.Sleep(50 * time.Millisecond) // a deadline-bounded poll
+	}
 }

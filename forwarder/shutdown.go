@@ -19,8 +19,11 @@ func (w *worker) shutdown() {
 	}
 	w.mu.Lock()
 	w.applyAcks(w.cfg.NowFunc())
-	w.commit(ctx, w.cfg.NowFunc(), true)
+	w.commitNow(ctx)
 	w.mu.Unlock()
+	// The final commit waited for a background one in flight; its goroutine
+	// is done or about to be, and must be before the client closes.
+	w.commits.Wait()
 	w.cl.CloseAllowingRebalance()
 }
 

@@ -182,6 +182,28 @@ func describeConfigs(ctx context.Context, adm *kadm.Client, topics []string) (ka
 	}
 }
 
+// maxMessageBytes is topic's max.message.bytes as the broker resolves it:
+// the topic's own setting, or else the broker's message.max.bytes.
+func maxMessageBytes(ctx context.Context, adm *kadm.Client, topic string) (int, error) {
+	rcs, err := describeConfigs(ctx, adm, []string{topic})
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	rc, err := rcs.On(topic, nil)
+	if err == nil {
+		err = rc.Err
+	}
+	if err != nil {
+		return 0, fmt.Errorf("describe configs of %s: %w", topic, err)
+	}
+	for _, c := range rc.Configs {
+		if c.Key == "max.message.bytes" && c.Value != nil {
+			return strconv.Atoi(*c.Value)
+		}
+	}
+	return 0, fmt.Errorf("the broker lists no max.message.bytes for %s", topic)
+}
+
 func checkLevelTopic(topic string, level, headroom time.Duration, configs []kadm.Config) error {
 	need := level + headroom
 	for _, c := range configs {

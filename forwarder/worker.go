@@ -29,25 +29,31 @@ type worker struct {
 	log    *slog.Logger
 	cl     *kgo.Client
 	start  time.Time // anchors the ticks of ModePoll
+	dlqMax int       // the largest dead letter the DLQ and the client take, in bytes
 
 	// mu guards everything below it against the rebalance callbacks, which
 	// run on the client's goroutines.
 	mu         sync.Mutex
 	parts      map[int32]*partition
 	held       []*entry
-	lastCommit time.Time
+	lastCommit time.Time // when the last background commit began
+	committing bool      // a background commit is in flight
 	stats      Stats
 	buf        buffer
 
-	// ackMu guards the acks produce callbacks leave for the loop, and the
-	// cancel func of the poll in progress so that a failure, or enough
-	// acknowledged bytes to resume a full buffer, wakes it.
-	ackMu     sync.Mutex
-	acks      []ack
-	failed    bool  // an ack in acks is a failure
-	acked     int64 // bytes of the successful acks in acks
-	wakeAfter int64 // wake the poll once acked reaches it; 0: never
-	wakeFn    context.CancelFunc
+	// ackMu guards what produce callbacks and the commit goroutine leave for
+	// the loop, and the cancel func of the poll in progress so that a
+	// failure, or enough acknowledged bytes to resume a full buffer, wakes
+	// it.
+	ackMu      sync.Mutex
+	acks       []ack
+	failed     bool  // an ack in acks is a failure
+	acked      int64 // bytes of the successful acks in acks
+	wakeAfter  int64 // wake the poll once acked reaches it; 0: never
+	wakeFn     context.CancelFunc
+	commitDone *commitResult
+
+	commits sync.WaitGroup // the background commit in flight
 }
 
 type ack struct {
@@ -55,7 +61,9 @@ type ack struct {
 	err error
 }
 
-func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, error) {
+// newWorker makes the worker for source. dlqMax is the DLQ's
+// max.message.bytes, 0 if unknown.
+func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int) (*worker, error) {
 	w := &worker{
 		cfg:    cfg,
 		source: source,
@@ -86,6 +94,10 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		kgo.FetchMaxPartitionBytes(min(cfg.fetchMaxBytes(), 1<<20)),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
+		// The client rides out a short failure itself, then hands the
+		// broker's error to the loop, which retries until DeliveryTimeout
+		// and dead-letters the record with that error.
+		kgo.RecordRetries(clientRetries),
 		// Like any producer, let the broker create a missing target when its
 		// auto.create.topics.enable says so; otherwise the record is refused
 		// and dead-lettered with the reason.
@@ -99,6 +111,12 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 		return nil, err
 	}
 	w.cl = cl
+	// The client refuses a record larger than its own batch limit before
+	// the broker sees it.
+	w.dlqMax = int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
+	if dlqMax > 0 {
+		w.dlqMax = min(w.dlqMax, dlqMax)
+	}
 	return w, nil
 }
 
@@ -108,7 +126,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration) (*worker, 
 func (w *worker) run(ctx context.Context) error {
 	defer w.shutdown()
 	for ctx.Err() == nil {
-		wake := w.cycle(ctx, w.cfg.NowFunc())
+		wake := w.cycle(w.cfg.NowFunc())
 		if err := w.poll(ctx, wake); err != nil {
 			return err
 		}
@@ -176,7 +194,7 @@ func (w *worker) partition(id int32) *partition {
 }
 
 // cycle does the work due at now and returns when it wants to run next.
-func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
+func (w *worker) cycle(now time.Time) time.Time {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(now)
@@ -187,7 +205,7 @@ func (w *worker) cycle(ctx context.Context, now time.Time) time.Time {
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
-	w.commit(ctx, now, false)
+	w.commit(now)
 	w.ackMu.Lock()
 	w.wakeAfter = w.buf.wakeAfter()
 	w.ackMu.Unlock()

@@ -119,6 +119,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		FetchMaxWait:      cfg.FetchMaxWait,
 		MaxBufferedBytes:  cfg.MaxBufferedBytes,
 		MaxDelay:          cfg.MaxDelay,
+		DeliveryTimeout:   cfg.DeliveryTimeout,
 		CommitInterval:    cfg.CommitInterval,
 		SessionTimeout:    cfg.SessionTimeout,
 		ShutdownTimeout:   cfg.ShutdownTimeout,

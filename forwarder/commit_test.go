@@ -1,0 +1,90 @@
+package forwarder
+
+import (
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
+)
+
+// TestCommit checks that committing offsets never stands between a due
+// record and its delivery, and that a partition the broker would not commit
+// is logged with the broker's error.
+func TestCommit(t *testing.T) {
+	t.Parallel()
+
+	t.Run("a slow commit does not delay a due record", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, []string{"1s", "2s"})
+		if fx.cluster.Real() {
+			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
+		}
+		group := fx.cfg.Group + ".ingress"
+		holding := make(chan struct{}, 1)
+		release := make(chan struct{})
+		fake := fx.cluster.Fake
+		fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			fake.KeepControl()
+			if req.(*kmsg.OffsetCommitRequest).Group == group {
+				select {
+				case holding <- struct{}{}:
+				default:
+				}
+				fake.SleepControl(func() { <-release })
+			}
+			return nil, nil, false // then the broker answers it as usual
+		})
+		arrived := fx.cluster.Collect(fx.target)
+		f, _ := fx.start(fx.cfg)
+		t.Cleanup(func() { close(release) }) // before the forwarder stops: cleanups run last first
+
+		fx.send("first", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		if got := arrived.Until(20*time.Second, atLeast(1)); len(got) < 1 {
+			t.Fatal("the first record was not delivered within 20s")
+		}
+		select {
+		case <-holding:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the forwarder did not commit within 20s of delivering a record")
+		}
+		fx.send("second", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		if got := arrived.Until(5*time.Second, atLeast(2)); len(got) < 2 {
+			t.Errorf("a record due now was not delivered within 5s while a commit was in flight: the commit blocks delivery")
+		}
+		stats := make(chan Stats, 1)
+		go func() { stats <- f.Stats() }()
+		select {
+		case <-stats:
+		case <-time.After(5 * time.Second):
+			t.Errorf("Stats did not return within 5s while a commit was in flight")
+		}
+	})
+
+	t.Run("a partition the broker does not commit is logged with its error", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, []string{"1s", "2s"})
+		if fx.cluster.Real() {
+			t.Skip("needs kfake's Fault to fail one partition of an OffsetCommit")
+		}
+		group := fx.cfg.Group + ".ingress"
+		fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.OffsetMetadataTooLarge})
+		cfg := fx.cfg
+		var logs *logBook
+		cfg.Logger, logs = captureLogs(t)
+		fx.start(cfg)
+
+		fx.send("a", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		line := logs.line(20*time.Second, "level=WARN", "msg=commit_failed", "topic="+fx.cfg.Topics.Ingress(), "partition=", "OFFSET_METADATA_TOO_LARGE")
+		if line == "" {
+			t.Errorf("no commit_failed warning naming the partition and OFFSET_METADATA_TOO_LARGE within 20s")
+		}
+		// The next commit carries the same offsets, and the broker takes it.
+		if ok, committed, end := fx.committedAll(group, fx.cfg.Topics.Ingress(), 20*time.Second); !ok {
+			t.Errorf("committed offsets %v, want the end offsets %v after the failed commit was repeated", committed, end)
+		}
+	})
+}
