@@ -1,6 +1,8 @@
 package config
 
 import (
+	units "github.com/docker/go-units"
+
 	"cmp"
 	"errors"
 	"fmt"
@@ -34,7 +36,7 @@ func (l *loader) decode() (Config, error) {
 		Mode:              d.oneOf("mode", "exact", "poll"),
 		CheckInterval:     d.duration("check-interval"),
 		FetchMaxWait:      d.duration("fetch-max-wait"),
-		MaxBufferedBytes:  d.integer("max-buffered-bytes", 1, math.MaxInt64, "use a number of bytes such as "+def("max-buffered-bytes")),
+		MaxBufferedBytes:  d.size("max-buffered-bytes"),
 		MaxDelay:          d.duration("max-delay"),
 		DeliveryTimeout:   d.duration("delivery-timeout"),
 		CommitInterval:    d.duration("commit-interval"),
@@ -135,6 +137,20 @@ func (d *decoder) duration(name string) time.Duration {
 		d.fail(name, "%q is not a Go duration such as %s", s, def(name))
 	case v <= 0:
 		d.fail(name, "%s is not positive; use a duration such as %s", s, def(name))
+	}
+	return v
+}
+
+// size reads a number of bytes: 67108864, 64MiB, 64m or 64MB (all the same;
+// k, m and g count in 1024s, as memory limits do).
+func (d *decoder) size(name string) int64 {
+	s := d.text(name)
+	v, err := units.RAMInBytes(s)
+	switch {
+	case err != nil:
+		d.fail(name, "%q is not a size such as %s, 256MiB or 1GiB", s, def(name))
+	case v <= 0:
+		d.fail(name, "%s is not positive; use a size such as %s", s, def(name))
 	}
 	return v
 }

@@ -1,6 +1,8 @@
 package config
 
 import (
+	units "github.com/docker/go-units"
+
 	"slices"
 	"strconv"
 	"strings"
@@ -22,6 +24,7 @@ const (
 	kindList     kind = "strings"  // YAML list, or comma-separated
 	kindDuration kind = "duration" // Go duration: 100ms, 1h30m
 	kindInt      kind = "int"
+	kindSize     kind = "size" // bytes: 64MiB, 1GiB, 67108864
 )
 
 // key is one setting. Its name is the YAML key and the flag; the environment
@@ -51,7 +54,7 @@ func keys() []key {
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
 		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
-		{"max-buffered-bytes", kindInt, strconv.FormatInt(forwarder.DefaultMaxBufferedBytes, 10),
+		{"max-buffered-bytes", kindSize, units.BytesSize(float64(forwarder.DefaultMaxBufferedBytes)),
 			"bytes of records kdelay holds in memory, shared equally by the ingress and each level; a burst beyond a share is delivered at the broker's pace"},
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
