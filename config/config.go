@@ -67,6 +67,7 @@ type Config struct {
 	DeliveryTimeout   time.Duration // delivery-timeout
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout
+	InstanceID        string        // instance-id; "" for the host name
 	ShutdownTimeout   time.Duration // shutdown-timeout
 	LogLevel          slog.Level    // log-level
 	LogFormat         string        // log-format: "text" or "json"

@@ -65,7 +65,7 @@ func TestDefaults(t *testing.T) {
 		MaxDelay:          400 * 24 * time.Hour,
 		DeliveryTimeout:   5 * time.Minute,
 		CommitInterval:    time.Second,
-		SessionTimeout:    45 * time.Second,
+		SessionTimeout:    10 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
 		LogLevel:          slog.LevelInfo,
 		LogFormat:         "text",

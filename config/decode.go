@@ -41,6 +41,7 @@ func (l *loader) decode() (Config, error) {
 		DeliveryTimeout:   d.duration("delivery-timeout"),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),
+		InstanceID:        d.text("instance-id"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
 		LogLevel:          d.logLevel(),
 		LogFormat:         d.oneOf("log-format", "text", "json"),

@@ -50,6 +50,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"delivery-timeout", c.DeliveryTimeout, fw.DeliveryTimeout, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
+		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},
 	}
 	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format"}

@@ -65,8 +65,16 @@ const (
 	// DefaultCommitInterval bounds the work a crash repeats to one second's.
 	DefaultCommitInterval = time.Second
 
-	// DefaultSessionTimeout is Kafka's default session.timeout.ms (KIP-735).
-	DefaultSessionTimeout = 45 * time.Second
+	// DefaultSessionTimeout is how long a kdelay that died for good holds
+	// its partitions: their records are late by up to this much plus a
+	// rebalance of a few seconds. Kafka's own default (45s, KIP-735) suits
+	// a batch consumer, for which a rebalance costs more than lateness;
+	// for a delay system lateness is the product. 10s still rides out a
+	// long GC pause or a network blip of a few seconds without moving
+	// partitions, and a crash that comes back (systemd, Kubernetes) does
+	// not wait for it at all: see InstanceID. The broker bounds it from
+	// below by group.min.session.timeout.ms, 6s by default.
+	DefaultSessionTimeout = 10 * time.Second
 
 	// DefaultShutdownTimeout bounds a stop or a revoke.
 	DefaultShutdownTimeout = 10 * time.Second
@@ -150,10 +158,25 @@ type Config struct {
 
 	// SessionTimeout is how long a consumer group waits for a member that
 	// stopped answering (a crashed or frozen kdelay) before handing its
-	// partitions to the others; their records wait that long. The broker
-	// bounds it (group.min.session.timeout.ms, 6s by default). Default
-	// DefaultSessionTimeout, 45s.
+	// partitions to the others; their records wait that long. A kdelay
+	// that restarts with the same InstanceID takes its partitions back
+	// without waiting for it. The broker bounds it
+	// (group.min.session.timeout.ms, 6s by default, and
+	// group.max.session.timeout.ms, 30m). Default DefaultSessionTimeout,
+	// 10s.
 	SessionTimeout time.Duration
+
+	// InstanceID names this process in every consumer group it joins
+	// (Kafka's static membership, group.instance.id): a kdelay that crashes
+	// and restarts with the same id gets its partitions back as soon as it
+	// rejoins, instead of after SessionTimeout, and without moving anyone
+	// else's. It must be stable across restarts and unique among the
+	// processes that share Group: two processes with the same id fence each
+	// other, and the one fenced stops with an error. A clean stop leaves
+	// the groups, so that its partitions move at once. Default
+	// DefaultInstanceID(): the host name, which is the pod name in
+	// Kubernetes; processes sharing a host must each set their own.
+	InstanceID string
 
 	// ShutdownTimeout bounds how long shutdown and a revoke wait for
 	// in-flight produces. Default DefaultShutdownTimeout, 10s.
@@ -203,6 +226,7 @@ func (c Config) WithDefaults() Config {
 	c.DeliveryTimeout = cmp.Or(c.DeliveryTimeout, DefaultDeliveryTimeout)
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.InstanceID = cmp.Or(c.InstanceID, DefaultInstanceID())
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
 	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
@@ -255,6 +279,9 @@ func (c Config) validate() error {
 	negative("delivery-timeout", c.DeliveryTimeout, DefaultDeliveryTimeout)
 	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
 	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
+	if c.InstanceID == "" {
+		fail("instance-id", "the host has no name to default to; set one that is unique among the kdelay processes sharing the group and stays the same across restarts")
+	}
 	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)
 	return errors.Join(errs...)
 }

@@ -42,7 +42,7 @@ func (f *Forwarder) Ready() <-chan struct{} { return f.ready }
 
 // Run creates missing topics, then forwards until ctx ends. It returns nil
 // after a clean shutdown, once every forwarder has committed and left its
-// group.
+// group (see leaveGroups).
 //
 // Besides the ingress and the configured levels, it drains every level topic
 // of its prefix that is no longer configured but still holds records (see
@@ -83,7 +83,24 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "draining", len(drains), "mode", f.cfg.Mode)
 	close(f.ready)
-	return g.Wait()
+	if err := g.Wait(); err != nil {
+		// Not after a failure: a fenced forwarder's instance id belongs to
+		// the process that fenced it, which leaving would remove.
+		return err
+	}
+	f.leaveGroups(adm, f.groups())
+	return nil
+}
+
+// groups are the consumer groups of every forwarder started.
+func (f *Forwarder) groups() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	groups := make([]string, 0, len(f.workers))
+	for _, w := range f.workers {
+		groups = append(groups, w.group)
+	}
+	return groups
 }
 
 // start runs a worker for stage s in g until ctx ends.

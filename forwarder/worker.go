@@ -24,6 +24,7 @@ import (
 type worker struct {
 	cfg    *Config
 	source string        // topic consumed
+	group  string        // consumer group
 	wait   time.Duration // how long a record waits in source
 	rules  kdelay.Rules
 	log    *slog.Logger
@@ -67,6 +68,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 	w := &worker{
 		cfg:    cfg,
 		source: source,
+		group:  group,
 		wait:   wait,
 		rules:  kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
 		log:    cfg.Logger.With("topic", source),
@@ -74,14 +76,11 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		parts:  map[int32]*partition{},
 		buf:    buffer{limit: cfg.bufferShare()},
 	}
-	opts := append([]kgo.Opt{
+	opts := append(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("kdelay"),
-		kgo.ConsumerGroup(group),
 		kgo.ConsumeTopics(source),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.SessionTimeout(cfg.SessionTimeout),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(w.revoked),
@@ -105,7 +104,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		// A broker that subscribes clients to KIP-714 metrics (kfake does)
 		// would have every forwarder compress and push them while idle.
 		kgo.DisableClientMetrics(),
-	}, cfg.ClientOpts...)
+	}, w.groupOpts(group)...), cfg.ClientOpts...)
 	cl, err := kgo.NewClient(opts...)
 	if err != nil {
 		return nil, err
@@ -155,11 +154,18 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	if fetches.IsClientClosed() {
 		return errors.New("kafka client closed")
 	}
+	var fenced error
 	fetches.EachError(func(topic string, p int32, err error) {
-		if !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded) {
+		switch {
+		case isFenced(err):
+			fenced = w.fenced(err)
+		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			w.log.Warn("fetch_failed", "partition", p, "err", err)
 		}
 	})
+	if fenced != nil {
+		return fenced
+	}
 	w.mu.Lock()
 	var fetched int64
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {

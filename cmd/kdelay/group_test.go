@@ -38,8 +38,12 @@ func TestGroupFailover(t *testing.T) {
 	// seconds rather than the default 45.
 	args := []string{"serve", "--brokers", brokers, "--topic-prefix", name, "--group", name,
 		"--levels", "1s,2s,5s", "--partitions", "6", "--session-timeout", "6s", "--log-level", "debug"}
+	// Each process its own instance id: on one host they would all
+	// default to the host name and fence each other.
+	started := 0
 	start := func() *process {
-		s := &process{cmd: command(bin, t.TempDir(), args...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
+		started++
+		s := &process{cmd: command(bin, t.TempDir(), append(args, "--instance-id", "p"+strconv.Itoa(started))...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
 		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
 		if err := s.cmd.Start(); err != nil {
 			t.Fatalf("start kdelay serve: %v", err)

@@ -122,6 +122,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		DeliveryTimeout:   cfg.DeliveryTimeout,
 		CommitInterval:    cfg.CommitInterval,
 		SessionTimeout:    cfg.SessionTimeout,
+		InstanceID:        cfg.InstanceID,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
 		Partitions:        cfg.Partitions,
 		ReplicationFactor: cfg.ReplicationFactor,

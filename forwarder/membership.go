@@ -1,0 +1,100 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// How a forwarder takes part in its consumer group, and why.
+//
+// Protocol: the classic one (JoinGroup/SyncGroup) with the cooperative-sticky
+// balancer, not KIP-848's server-side assignment (kgo.ServerSideBalancer),
+// although Apache Kafka 4.x runs both. Measured on Apache Kafka 4.4, a static
+// member that is SIGKILLed and restarted under KIP-848 is refused
+// (UNRELEASED_INSTANCE_ID) until the dead member's session expires (still
+// after 90s, with franz-go backing off between tries), because only a member
+// that left with epoch -2 releases its instance id; and
+// KIP-848's session timeout is the broker's group.consumer.session.timeout.ms
+// (45s, with a minimum of 45s by default), not the client's. Under the classic
+// protocol a restarted static member replaces the dead one at its JoinGroup
+// and gets the same partitions back with no rebalance, and the session timeout
+// is the client's own, down to 6s.
+//
+// Cooperative-sticky: a rebalance moves only the partitions that change
+// owner, so a survivor keeps fetching and delivering its own partitions while
+// the group waits, in the JoinGroup barrier, for a member that died to rejoin
+// or to time out. What it cannot do during that barrier is commit (the client
+// holds commits until the rebalance ends): commits are in the background
+// (commit.go), so that wait delays nothing but the commit.
+func (w *worker) groupOpts(group string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.ConsumerGroup(group),
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.InstanceID(w.cfg.InstanceID),
+		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		// A member learns that the group is rebalancing from a heartbeat:
+		// beating ten times a session, rather than franz-go's every 3s,
+		// lets the survivors rejoin, and the partitions of a departed
+		// member move, a few seconds sooner. It costs one small request a
+		// second per forwarder.
+		kgo.HeartbeatInterval(heartbeatInterval(w.cfg.SessionTimeout)),
+	}
+}
+
+// heartbeatInterval is a tenth of the session timeout, at most franz-go's
+// default of 3s.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(session/10, 3*time.Second)
+}
+
+// DefaultInstanceID is the instance id of a process whose Config has none:
+// the host name, stable across restarts under systemd and in a Kubernetes
+// pod (StatefulSet pods keep theirs across rescheduling too). It is "" if the
+// host has no name.
+func DefaultInstanceID() string {
+	name, err := os.Hostname()
+	if err != nil {
+		return ""
+	}
+	return name
+}
+
+// fenced is the error a worker stops with when another process joined its
+// group with the same instance id: two processes with one id take the
+// partitions from each other in turn, so one of them must go.
+func (w *worker) fenced(err error) error {
+	return fmt.Errorf("consumer group %s: another kdelay joined with instance-id %q and fenced this one (%w); give each kdelay process that shares the group its own instance-id (setting instance-id, flag --instance-id)",
+		w.group, w.cfg.InstanceID, err)
+}
+
+// isFenced reports whether err says that another member took our instance
+// id.
+func isFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
+
+// leaveGroups removes this process's instance id from the groups it was a
+// member of, after a clean stop. A static member does not leave its group when
+// its client closes (that is what lets a restart resume at once), so without
+// this a kdelay stopped for good, or scaled down, would hold its partitions
+// for SessionTimeout. A restart after a clean stop rejoins as a new member
+// and costs one cooperative rebalance, in which no one else stops.
+func (f *Forwarder) leaveGroups(adm *kadm.Client, groups []string) {
+	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownTimeout)
+	defer cancel()
+	for _, g := range groups {
+		res, err := adm.LeaveGroup(ctx, kadm.LeaveGroup(g).InstanceIDs(f.cfg.InstanceID).Reason("kdelay stopped"))
+		if err == nil {
+			err = res.Error()
+		}
+		// Not a member (UNKNOWN_MEMBER_ID) is what leaving wants.
+		if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+			f.cfg.Logger.Warn("leave_group_failed", "group", g, "instance_id", f.cfg.InstanceID, "err", err)
+		}
+	}
+}
