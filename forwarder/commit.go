@@ -28,6 +28,7 @@ type commitResult struct {
 // one request, and the next carries whatever moved meanwhile.
 func (w *worker) commit(now time.Time) {
 	w.applyCommit()
+	w.applyResumed()
 	if w.committing || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
 		return
 	}

@@ -16,8 +16,11 @@ type partition struct {
 	window []*entry // in offset order
 
 	// next is the offset after the last record taken from the queue: the
-	// commit point once everything before it is handed on.
+	// commit point once everything before it is handed on. Before any is
+	// taken, it is the first record fetched: where fetching began, the
+	// group's committed offset, never 0 by default.
 	next      kgo.EpochOffset
+	fetched   bool  // a record was fetched, so next is set
 	committed int64 // last offset committed, -1 before the first commit
 	notDue    bool  // its buffered records are not due soon: fetch no more
 	paused    bool  // fetching paused, for notDue or a full buffer
@@ -41,6 +44,15 @@ type entry struct {
 }
 
 func newPartition(id int32) *partition { return &partition{id: id, committed: -1} }
+
+// enqueue appends fetched records to the queue.
+func (p *partition) enqueue(rs []*kgo.Record) {
+	if !p.fetched && len(rs) > 0 {
+		p.next = kgo.EpochOffset{Epoch: rs[0].LeaderEpoch, Offset: rs[0].Offset}
+		p.fetched = true
+	}
+	p.queue = append(p.queue, rs...)
+}
 
 // take moves the head of the queue into the window.
 func (p *partition) take() *entry {

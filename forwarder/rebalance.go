@@ -22,17 +22,78 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 	w.forget(lost[w.source])
 }
 
-// lost runs when the group moved on without us (a session timeout): another
-// member may already own the partitions, so nothing is committed.
+// lost runs when the group moved on without us (a session timeout, or every
+// member's session ending while the broker restarts): another member may
+// already own the partitions, so nothing is committed. Where each partition's
+// acknowledged work ended is remembered instead: when the partition comes
+// back to this process, which after a broker restart is the rule, it resumes
+// there rather than re-delivering everything since the last commit.
 func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.handedOn.Lock()
+	for _, id := range lost[w.source] {
+		if p, ok := w.parts[id]; ok && p.next.Offset > 0 { // something was taken
+			if w.resumeAt == nil {
+				w.resumeAt = map[int32]kgo.EpochOffset{}
+			}
+			w.resumeAt[id] = p.commitPoint()
+		}
+	}
+	w.handedOn.Unlock()
 	w.forget(lost[w.source])
+}
+
+// adjustOffsets runs when partitions are assigned, with the offsets they
+// would be fetched from (the group's committed ones). A partition this
+// process lost starts at the later of that and where its acknowledged work
+// ended: every record before that point was delivered (or handed to its next
+// topic) and acknowledged by the broker, so skipping it loses nothing; if
+// another member went further and committed, its offset is the later one.
+func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	w.handedOn.Lock()
+	defer w.handedOn.Unlock()
+	for id, o := range offsets[w.source] {
+		pt, ok := w.resumeAt[id]
+		if !ok {
+			continue
+		}
+		delete(w.resumeAt, id)
+		if pt.Offset > o.EpochOffset().Offset {
+			w.log.Info("resume_after_lost", "partition", id, "committed", o.EpochOffset().Offset, "from", pt.Offset)
+			offsets[w.source][id] = kgo.NewOffset().At(pt.Offset)
+			if w.resumed == nil {
+				w.resumed = map[int32]kgo.EpochOffset{}
+			}
+			w.resumed[id] = pt
+		}
+	}
+	return offsets, nil
+}
+
+// applyResumed makes the offsets partitions resumed at their commit points
+// until records are taken, so that the next commit records them: otherwise,
+// with no new record, the group would keep its older offset and a crash
+// would re-deliver what was skipped. mu must be held.
+func (w *worker) applyResumed() {
+	w.handedOn.Lock()
+	defer w.handedOn.Unlock()
+	for id, pt := range w.resumed {
+		if p := w.partition(id); !p.fetched {
+			p.next, p.fetched = pt, true
+		}
+		delete(w.resumed, id)
+	}
 }
 
 // forget drops partitions, resuming them so that they are fetched if they
 // come back: a pause outlives the assignment.
 func (w *worker) forget(ids []int32) {
+	w.handedOn.Lock()
+	for _, id := range ids {
+		delete(w.resumed, id) // not ours any more: never commit for it
+	}
+	w.handedOn.Unlock()
 	for _, id := range ids {
 		p, ok := w.parts[id]
 		if !ok {

@@ -55,6 +55,12 @@ type worker struct {
 	commitDone *commitResult
 
 	commits sync.WaitGroup // the background commit in flight
+
+	// handedOn guards resumeAt, which the client's group goroutine reads
+	// while the loop may hold mu.
+	handedOn sync.Mutex
+	resumeAt map[int32]kgo.EpochOffset // see lost
+	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
 }
 
 type ack struct {
@@ -85,6 +91,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		kgo.BlockRebalanceOnPoll(),
 		kgo.OnPartitionsRevoked(w.revoked),
 		kgo.OnPartitionsLost(w.lost),
+		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// The client buffers a fetch per broker outside the worker's
 		// buffer, and the broker may return one fetch beyond it: keep both
@@ -171,7 +178,7 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
 			p := w.partition(fp.Partition)
-			p.queue = append(p.queue, fp.Records...)
+			p.enqueue(fp.Records)
 			for _, r := range fp.Records {
 				fetched += recordSize(r)
 			}

@@ -1,0 +1,120 @@
+package forwarder
+
+import (
+	"context"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestLostPartitionsResume checks what happens to a forwarder whose group
+// session ends, as every member's does while the broker restarts, and that
+// gets its partitions back: it resumes after the records it delivered, not
+// from the group's last commit, so it delivers none of them again.
+func TestLostPartitionsResume(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's Fault to refuse commits and end a session; a real broker is restarted by the fault driver instead (kdelay bench faults)")
+	}
+	group := fx.cfg.Group + ".ingress"
+	// No commit is taken until the session has ended: every record
+	// delivered is then past the group's committed offset.
+	commits := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.CoordinatorLoadInProgress, Count: -1})
+	cfg := fx.cfg
+	var logs *logBook
+	cfg.Logger, logs = captureLogs(t)
+	arrived := fx.cluster.Collect(fx.target)
+	fx.start(cfg)
+
+	const n = 40
+	for i := range n {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+	}
+	if got := arrived.Until(20*time.Second, atLeast(n)); len(got) < n {
+		t.Fatalf("%d of %d records delivered within 20s", len(got), n)
+	}
+
+	// The broker forgets the member: its next heartbeat is refused, the
+	// client drops the partitions as lost and joins again.
+	lost := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Heartbeat}, Group: group, Err: kerr.UnknownMemberID})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := lost.Wait(ctx, 1); err != nil {
+		t.Fatalf("no heartbeat refused within 20s: %v", err)
+	}
+	commits.Remove()
+	if ok, committed, end := fx.committedAll(group, fx.cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("committed %v, want the end offsets %v once commits are taken again", committed, end)
+	}
+	if logs.line(time.Second, "msg=resume_after_lost") == "" {
+		t.Errorf("no resume_after_lost line: the partitions were not lost and assigned again, so this test proved nothing")
+	}
+	got := arrived.Arrivals()
+	for v, c := range kafkatest.Values(got) {
+		if c > 1 {
+			t.Errorf("record %s delivered %d times, want once: the lost partitions were read again from the last commit", v, c)
+		}
+	}
+	if len(got) != n {
+		t.Errorf("%d deliveries of %d records", len(got), n)
+	}
+}
+
+// TestRestartKeepsCommittedOffsets checks that a forwarder that starts with
+// records waiting in a level partition, none of them due yet, never commits
+// an offset below the group's: it once committed offset 0 for such a
+// partition, so a crash after it re-delivered everything the level had ever
+// forwarded that retention still kept.
+func TestRestartKeepsCommittedOffsets(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "5s"})
+	level, group := fx.cfg.Topics.Level("5s"), fx.cfg.Group+".level.5s"
+	arrived := fx.cluster.Collect(fx.target)
+	_, stop := fx.start(fx.cfg)
+	// One key, so every record takes the same partition of the level.
+	send := func(value, delay string) {
+		r := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte("k"), Value: []byte(value),
+			Headers: []kgo.RecordHeader{{Key: kdelay.HeaderTarget, Value: []byte(fx.target)}, {Key: kdelay.HeaderDelay, Value: []byte(delay)}}}
+		if err := fx.cl.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+			t.Fatalf("produce: %v", err)
+		}
+	}
+	const n = 5
+	for i := range n {
+		send(strconv.Itoa(i), "5s")
+	}
+	if got := arrived.Until(30*time.Second, atLeast(n)); len(got) < n {
+		t.Fatalf("%d of %d records delivered within 30s", len(got), n)
+	}
+	ok, before, _ := fx.committedAll(group, level, 20*time.Second)
+	if !ok {
+		t.Fatalf("level %s committed %v, want its end offsets", level, before)
+	}
+	stop()
+
+	send("later", "1m") // waits in the 5s level, not due for 5s
+	cfg := fx.cfg
+	var logs *logBook
+	cfg.Logger, logs = captureLogs(t)
+	fx.start(cfg)
+	// The forwarder has taken the new record into the level and committed
+	// what it holds there: the group's offset must not have gone back.
+	if logs.line(20*time.Second, "msg=committed", "topic="+level) == "" {
+		t.Fatalf("no commit of %s within 20s", level)
+	}
+	_, after, _ := fx.committedAll(group, level, 0)
+	for p, c := range before {
+		if after[p] < c {
+			t.Errorf("partition %d of %s: committed offset went from %d back to %d after the restart", p, level, c, after[p])
+		}
+	}
+}
