@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -29,6 +30,9 @@ type cluster struct {
 	runPrefix  string
 	partitions int32
 	log        *slog.Logger
+	// discard: the broker and its data go away with the run (a kdelay
+	// serve's own embedded broker), so there are no topics to delete.
+	discard bool
 }
 
 // openCluster connects to brokers, or starts an embedded kfake broker when
@@ -67,7 +71,7 @@ func (c *cluster) String() string {
 
 // close deletes the run's topics from a real cluster and lets go of it.
 func (c *cluster) close() {
-	if c.cl != nil && c.fake == nil {
+	if c.cl != nil && c.fake == nil && !c.discard {
 		c.deleteTopics()
 	}
 	if c.cl != nil {
@@ -115,7 +119,13 @@ func (c *cluster) createTopics(ctx context.Context, topics ...string) error {
 // collector starts consuming topic, and returns once it reads every
 // partition; it runs until ctx ends.
 func (c *cluster) collector(ctx context.Context, topic string) (*collector, error) {
-	coll, err := newCollector(c.brokers, c.opts, topic, c.log)
+	return c.collect(ctx, topic, false)
+}
+
+// collect is collector with a trace of every record's arrivals when traced,
+// and extra options for its consumer (an isolation level).
+func (c *cluster) collect(ctx context.Context, topic string, traced bool, extra ...kgo.Opt) (*collector, error) {
+	coll, err := newCollector(c.brokers, append(slices.Clip(c.opts), extra...), topic, traced, c.log)
 	if err != nil {
 		return nil, err
 	}
@@ -163,10 +173,7 @@ func (c *cluster) ready(ctx context.Context, coll *collector, topic string) erro
 // forwarded, and the time the forwarder took to join its groups is not
 // counted as lateness.
 func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set) error {
-	groups := []string{in.Group() + ".ingress"}
-	for _, l := range set {
-		groups = append(groups, in.Group()+".level."+l.Name)
-	}
+	groups := forwarderGroups(in.Group(), set)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -194,4 +201,34 @@ func (c *cluster) stable(ctx context.Context, groups []string) bool {
 		}
 	}
 	return true
+}
+
+// forwarderGroups are the consumer groups of a forwarder with group and
+// levels: the ingress router's and one per level.
+func forwarderGroups(group string, set levels.Set) []string {
+	groups := []string{group + ".ingress"}
+	for _, l := range set {
+		groups = append(groups, group+".level."+l.Name)
+	}
+	return groups
+}
+
+// members returns the member ids of each group that is Stable; a group
+// that is not is left out.
+func (c *cluster) members(ctx context.Context, groups []string) (map[string][]string, error) {
+	described, err := c.adm.DescribeGroups(ctx, groups...)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string][]string{}
+	for _, name := range groups {
+		g, ok := described[name]
+		if !ok || g.Err != nil || g.State != "Stable" {
+			continue
+		}
+		for _, m := range g.Members {
+			out[name] = append(out[name], m.MemberID)
+		}
+	}
+	return out, nil
 }

@@ -25,13 +25,16 @@ type collector struct {
 	mu       sync.Mutex
 	groups   [][]*lateness // by id: the groups each record counts in
 	seen     []bool
-	arrived  int   // distinct expected records
-	strange  int64 // records without our id or a kdelay-deliver-at
+	arrived  int    // distinct expected records
+	strange  int64  // records without our id or a kdelay-deliver-at
+	trace    *trace // nil unless asked for: the fault driver's
 	progress chan struct{}
 	done     chan struct{} // closed when consume has returned
 }
 
-func newCollector(brokers []string, opts []kgo.Opt, topic string, log *slog.Logger) (*collector, error) {
+// newCollector reads topic with opts; traced keeps a trace of every
+// record's arrivals.
+func newCollector(brokers []string, opts []kgo.Opt, topic string, traced bool, log *slog.Logger) (*collector, error) {
 	cl, err := kgo.NewClient(append([]kgo.Opt{
 		kgo.SeedBrokers(brokers...),
 		kgo.ConsumeTopics(topic),
@@ -40,7 +43,11 @@ func newCollector(brokers []string, opts []kgo.Opt, topic string, log *slog.Logg
 	if err != nil {
 		return nil, fmt.Errorf("consume %s: %w", topic, err)
 	}
-	return &collector{cl: cl, log: log.With("topic", topic), progress: make(chan struct{}, 1), done: make(chan struct{})}, nil
+	c := &collector{cl: cl, log: log.With("topic", topic), progress: make(chan struct{}, 1), done: make(chan struct{})}
+	if traced {
+		c.trace = &trace{}
+	}
+	return c, nil
 }
 
 // expect registers a record that counts in groups and returns its
@@ -53,6 +60,9 @@ func (c *collector) expect(groups ...*lateness) []byte {
 	}
 	c.groups = append(c.groups, groups)
 	c.seen = append(c.seen, false)
+	if c.trace != nil {
+		c.trace.grow()
+	}
 	return strconv.AppendInt(nil, int64(len(c.groups)-1), 10)
 }
 
@@ -91,6 +101,9 @@ func (c *collector) arrival(r *kgo.Record, now time.Time) {
 	if !ok || id < 0 || id >= len(c.groups) {
 		c.strange++
 		return
+	}
+	if c.trace != nil {
+		c.trace.arrival(id, now)
 	}
 	if c.seen[id] {
 		for _, g := range c.groups[id] {
@@ -139,10 +152,19 @@ func (c *collector) of(g *lateness) (sent, delivered int64) {
 // wait returns once every expected record arrived, or at the deadline, or
 // when ctx ends.
 func (c *collector) wait(ctx context.Context, deadline time.Time) error {
+	return c.waitFor(ctx, deadline, func() bool {
+		expected, arrived := c.counts()
+		return arrived >= expected
+	})
+}
+
+// waitFor returns once done says so, checked at every arrival, or at the
+// deadline, or when ctx ends.
+func (c *collector) waitFor(ctx context.Context, deadline time.Time, done func() bool) error {
 	timer := time.NewTimer(time.Until(deadline))
 	defer timer.Stop()
 	for {
-		if expected, arrived := c.counts(); arrived >= expected {
+		if done() {
 			return nil
 		}
 		select {

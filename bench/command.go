@@ -44,6 +44,14 @@ func (c Command) args() []string {
 // Start starts the child. It is not ready until its groups are: Run waits
 // for that.
 func (c Command) Start(_ context.Context, s Setup) (Instance, error) {
+	ch, err := c.start(s)
+	if err != nil {
+		return nil, err
+	}
+	return ch, nil
+}
+
+func (c Command) start(s Setup) (*child, error) {
 	path := c.Path
 	if path == "" {
 		exe, err := os.Executable()
@@ -72,17 +80,21 @@ func (c Command) Start(_ context.Context, s Setup) (Instance, error) {
 }
 
 // serveFlags are the flags of `kdelay serve` for s; the rest keeps its
-// defaults.
+// defaults. With no brokers, serve runs its own embedded broker, on the
+// --listen and --data-dir that Args give it.
 func serveFlags(s Setup) []string {
-	return []string{
-		"--brokers", strings.Join(s.Brokers, ","),
+	var brokers []string
+	if len(s.Brokers) > 0 {
+		brokers = []string{"--brokers", strings.Join(s.Brokers, ",")}
+	}
+	return append(brokers,
 		"--topic-prefix", s.Topics.Prefix,
 		"--group", s.Group,
 		"--mode", string(s.Mode),
 		"--levels", strings.Join(s.Levels.Names(), ","),
 		"--partitions", strconv.Itoa(int(s.Partitions)),
 		"--log-level", "warn",
-	}
+	)
 }
 
 // envPrefix starts the environment variables `kdelay serve` reads (the
@@ -153,6 +165,18 @@ func (c *child) Stop() (Usage, error) {
 		return u, fmt.Errorf("kdelay serve: %w; its last output:\n%s", c.waitErr, c.tail)
 	}
 	return u, nil
+}
+
+// kill sends SIGKILL, as a crash or the OOM killer would, and waits up to
+// 10s for the child to be gone.
+func (c *child) kill() error {
+	_ = c.cmd.Process.Kill()
+	select {
+	case <-c.done:
+		return nil
+	case <-time.After(10 * time.Second):
+		return fmt.Errorf("kdelay serve (pid %d) still running 10s after SIGKILL", c.cmd.Process.Pid)
+	}
 }
 
 // tailBuffer keeps the last max bytes written to it.

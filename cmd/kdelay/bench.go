@@ -73,7 +73,7 @@ in each mode.`,
 	}
 	f.add(cmd.PersistentFlags())
 	w.add(cmd.Flags())
-	cmd.AddCommand(newBenchScale(&f))
+	cmd.AddCommand(newBenchScale(&f), newBenchFaults(&f))
 	return cmd
 }
 

@@ -1,0 +1,62 @@
+package bench
+
+import "time"
+
+// FaultReport is what Faults measured: plain data, which WriteFaultTable
+// and WriteFaultJSON write out. Durations are nanoseconds in JSON.
+type FaultReport struct {
+	Started    time.Time     `json:"started"`
+	Elapsed    time.Duration `json:"elapsed_ns"`
+	Machine    Machine       `json:"machine"`
+	Broker     string        `json:"broker"`    // "embedded" or the seed brokers
+	Isolation  string        `json:"isolation"` // the collector's isolation.level
+	ServeFlags []string      `json:"serve_flags,omitempty"`
+	Rate       int           `json:"rate"` // records per second
+	MaxDelay   time.Duration `json:"max_delay_ns"`
+	Duration   time.Duration `json:"duration_ns"` // of writing, per scenario
+	Grace      time.Duration `json:"grace_ns"`
+
+	Scenarios []FaultResult `json:"scenarios"`
+}
+
+// FaultResult is what arrived in one scenario. A record counts once in
+// Sent, and in Delivered or Lost; DuringFaults counts only those due while
+// a fault lasted.
+type FaultResult struct {
+	Scenario  string `json:"scenario"`
+	Broker    string `json:"broker"`    // where it ran
+	Instances int    `json:"instances"` // kdelay serve processes at the start
+
+	Sent         int64         `json:"sent"`        // records the broker took into the ingress
+	SendFailed   int64         `json:"send_failed"` // records the broker refused: neither sent nor lost
+	Delivered    int64         `json:"delivered"`
+	Lost         int64         `json:"lost"`  // sent, not arrived within due + grace
+	Early        int64         `json:"early"` // first copy arrived before kdelay-deliver-at
+	MostEarly    time.Duration `json:"most_early_ns"`
+	DuplicateIDs int64         `json:"duplicate_ids"` // ids that arrived more than once
+	ExtraCopies  int64         `json:"extra_copies"`  // copies beyond the first, all ids together
+
+	Faults       []Fault `json:"faults"`
+	All          Group   `json:"all"`           // lateness of every record
+	DuringFaults Group   `json:"during_faults"` // lateness of records due during a fault
+
+	Elapsed time.Duration `json:"elapsed_ns"`
+	// Error says why the scenario did not run to its end; what it measured
+	// until then is above.
+	Error string `json:"error,omitempty"`
+}
+
+// Fault is one fault injected: when, after writing started, and how long
+// the system took to be back (every consumer group stable with the
+// kdelay serve processes that should run). Its window, from At to At+Back,
+// is what DuringFaults counts.
+type Fault struct {
+	At     time.Duration `json:"at_ns"`
+	Back   time.Duration `json:"back_ns"`
+	BackOK bool          `json:"back_ok"` // false: not back within the back timeout, which then ended the window
+}
+
+// window is a fault's span in wall-clock time.
+type window struct{ from, to time.Time }
+
+func (w window) holds(t time.Time) bool { return !t.Before(w.from) && !t.After(w.to) }

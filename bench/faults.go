@@ -1,0 +1,222 @@
+package bench
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
+)
+
+// The fault scenarios Faults runs, each on `kdelay serve` processes of its
+// own, started by Command.
+const (
+	// ScenarioKillRestart: one kdelay serve, SIGKILLed and started again at
+	// once, as systemd or Kubernetes would.
+	ScenarioKillRestart = "kill-restart"
+	// ScenarioKill: three kdelay serve in one group; one is SIGKILLed for
+	// good and the other two take over its partitions.
+	ScenarioKill = "kill"
+	// ScenarioBrokerRestart: one kdelay serve, its broker stopped and
+	// started again with its data. The embedded broker is kdelay serve
+	// itself, so there it is a SIGKILL and restart of a serve that runs its
+	// own broker; on Apache Kafka it is `scripts/local-kafka stop` then
+	// `KAFKA_KEEP_DATA=1 scripts/local-kafka start`, kdelay untouched.
+	ScenarioBrokerRestart = "broker-restart"
+	// ScenarioScale: three kdelay serve, two stopped with SIGTERM, then two
+	// started again: 3 → 1 → 3.
+	ScenarioScale = "scale"
+)
+
+// Scenarios are every fault scenario, in the order Faults runs them.
+var Scenarios = []string{ScenarioKillRestart, ScenarioKill, ScenarioBrokerRestart, ScenarioScale}
+
+// FaultConfig configures Faults. The zero value of every field is replaced
+// by its default in WithDefaults.
+type FaultConfig struct {
+	// Brokers are the seed brokers of the cluster to run on. Default: none,
+	// which runs an embedded kfake broker in this process (and, for
+	// broker-restart, a kdelay serve with its own embedded broker).
+	Brokers []string
+
+	// Runner starts each kdelay serve. Default Command{}: this executable.
+	Runner Command
+
+	// Scenarios to run, one after the other. Default all of Scenarios.
+	Scenarios []string
+
+	// Rate is records per second written to the ingress. Default 200.
+	Rate int
+	// MaxDelay: each record's delay is uniform from 0 to MaxDelay, to the
+	// millisecond. Default 60s.
+	MaxDelay time.Duration
+	// Duration is how long records are written, per scenario. Default 60s.
+	Duration time.Duration
+	// FaultAt is when, after writing starts, the first fault is injected.
+	// Default 15s.
+	FaultAt time.Duration
+	// Faults is how many times the fault is injected per scenario, each
+	// Every after the last one started, and never before the system is back
+	// from it; only while records are still being written. kill stops at
+	// one instance left. Default 1.
+	Faults int
+	// Every is the time from one fault's start to the next. Default 20s.
+	Every time.Duration
+
+	// Grace is how long after its due time a record may arrive; later, it
+	// is lost. Default 2m: longer than a session timeout of 45s and the
+	// rebalance after it.
+	Grace time.Duration
+	// BackTimeout is how long the system may take to be back after a fault
+	// (every group stable with the instances that should be running);
+	// after that the fault's window ends and the run goes on. Default 2m.
+	BackTimeout time.Duration
+	// Settle is how long the collector keeps reading after every record
+	// arrived, for late duplicates. Default 3s.
+	Settle time.Duration
+
+	// Levels are kdelay serve's delay levels. Default levels.Default().
+	Levels levels.Set
+	// Partitions of every topic created. Default 6.
+	Partitions int32
+	// ServeFlags are added to every kdelay serve's command line, e.g.
+	// --session-timeout 6s or a delivery mode.
+	ServeFlags []string
+	// ReadCommitted makes the collector read with isolation.level=
+	// read_committed, as a consumer of a transactional delivery must.
+	// Default false: read_uncommitted, Kafka's default.
+	ReadCommitted bool
+	// LocalKafka is the scripts/local-kafka that broker-restart runs on
+	// --brokers; it controls the broker on the port of Brokers[0]. Default
+	// scripts/local-kafka, from the working directory.
+	LocalKafka string
+
+	// Seed makes the random delays repeatable. Default 1.
+	Seed uint64
+	// Progress receives a progress bar; nil shows none.
+	Progress io.Writer
+	// Logger receives the driver's logs. Default: discard.
+	Logger *slog.Logger
+}
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c FaultConfig) WithDefaults() FaultConfig {
+	if len(c.Scenarios) == 0 {
+		c.Scenarios = Scenarios
+	}
+	c.Rate = cmp.Or(c.Rate, 200)
+	c.MaxDelay = cmp.Or(c.MaxDelay, time.Minute)
+	c.Duration = cmp.Or(c.Duration, time.Minute)
+	c.FaultAt = cmp.Or(c.FaultAt, 15*time.Second)
+	c.Faults = cmp.Or(c.Faults, 1)
+	c.Every = cmp.Or(c.Every, 20*time.Second)
+	c.Grace = cmp.Or(c.Grace, 2*time.Minute)
+	c.BackTimeout = cmp.Or(c.BackTimeout, 2*time.Minute)
+	c.Settle = cmp.Or(c.Settle, 3*time.Second)
+	if len(c.Levels) == 0 {
+		c.Levels = levels.Default()
+	}
+	c.Partitions = cmp.Or(c.Partitions, 6)
+	c.LocalKafka = cmp.Or(c.LocalKafka, "scripts/local-kafka")
+	c.Seed = cmp.Or(c.Seed, 1)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+func (c FaultConfig) validate() error {
+	var errs []error
+	for _, s := range c.Scenarios {
+		if !slices.Contains(Scenarios, s) {
+			errs = append(errs, fmt.Errorf("scenarios: %q is not a scenario; pick from %s", s, strings.Join(Scenarios, ", ")))
+		}
+	}
+	for name, n := range map[string]int{"rate": c.Rate, "faults": c.Faults} {
+		if n < 0 {
+			errs = append(errs, fmt.Errorf("%s: %d is negative; use at least 1", name, n))
+		}
+	}
+	for name, d := range map[string]time.Duration{
+		"max-delay": c.MaxDelay, "duration": c.Duration, "fault-at": c.FaultAt, "every": c.Every,
+		"grace": c.Grace, "back-timeout": c.BackTimeout, "settle": c.Settle,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s: %s is negative; use a positive duration", name, d))
+		}
+	}
+	if c.FaultAt >= c.Duration {
+		errs = append(errs, fmt.Errorf("fault-at: %s is not before the end of writing (duration %s); inject the fault while records are written", c.FaultAt, c.Duration))
+	}
+	if c.Partitions < 1 {
+		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
+	}
+	return errors.Join(errs...)
+}
+
+// records is how many records a scenario writes.
+func (c FaultConfig) records() int { return int(float64(c.Rate) * c.Duration.Seconds()) }
+
+// deadline bounds a scenario whatever hangs: writing, the longest delay, the
+// grace, and every fault's way back.
+func (c FaultConfig) deadline() time.Duration {
+	return c.Duration + c.MaxDelay + c.Grace + time.Duration(c.Faults+2)*c.BackTimeout + 2*time.Minute
+}
+
+// isolation is the collector's isolation level, as the report names it.
+func (c FaultConfig) isolation() string {
+	if c.ReadCommitted {
+		return "read_committed"
+	}
+	return "read_uncommitted"
+}
+
+// collectorOpts are the collector's consumer options beyond the cluster's.
+func (c FaultConfig) collectorOpts() []kgo.Opt {
+	if c.ReadCommitted {
+		return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	}
+	return nil
+}
+
+// Faults runs each scenario of cfg with topics, groups and kdelay serve
+// processes of its own, and reports what arrived. Every wait has a
+// deadline: a scenario that hangs ends with what it measured and its
+// error in the report, and the next one runs. Faults fails only for a
+// configuration that cannot run.
+func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	rep := &FaultReport{
+		Started: time.Now(), Broker: brokerName(cfg.Brokers), Isolation: cfg.isolation(), ServeFlags: cfg.ServeFlags,
+		Rate: cfg.Rate, MaxDelay: cfg.MaxDelay, Duration: cfg.Duration, Grace: cfg.Grace,
+	}
+	machineAtStart := startMachine()
+	runPrefix := newRunPrefix()
+	for _, name := range cfg.Scenarios {
+		if ctx.Err() != nil {
+			break
+		}
+		rep.Scenarios = append(rep.Scenarios, runScenario(ctx, &cfg, scenarioByName(name), runPrefix))
+	}
+	rep.Machine = machineAtStart.end()
+	rep.Elapsed = time.Since(rep.Started)
+	return rep, nil
+}
+
+func brokerName(brokers []string) string {
+	if len(brokers) == 0 {
+		return "embedded"
+	}
+	return strings.Join(brokers, ",")
+}

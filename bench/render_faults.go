@@ -1,0 +1,77 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// WriteFaultTable writes r as aligned tables for a reader: what arrived in
+// each scenario, then lateness over all records and over those due during
+// a fault.
+func WriteFaultTable(w io.Writer, r *FaultReport) error {
+	fmt.Fprintf(w, "kdelay bench faults on %s: %d records/s for %s per scenario, delays 0-%s, grace %s, consumer %s\n",
+		r.Broker, r.Rate, r.Duration, r.MaxDelay, r.Grace, r.Isolation)
+	if len(r.ServeFlags) > 0 {
+		fmt.Fprintf(w, "kdelay serve %s\n", strings.Join(r.ServeFlags, " "))
+	}
+	fmt.Fprintf(w, "Machine %d CPUs (%s), %s, steal %s, run took %s\n\n",
+		r.Machine.CPUs, r.Machine.Model, r.Machine.Go, percent(r.Machine.Steal), r.Elapsed.Round(time.Second))
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	width := len("SCENARIO")
+	for _, s := range r.Scenarios {
+		width = max(width, len(s.Scenario))
+	}
+	fmt.Fprintf(tw, "%s\tSERVE\tSENT\tREFUSED\tDELIVERED\tLOST\tEARLY\tDUP IDS\tEXTRA COPIES\tFAULTS\tBACK AFTER s\t\n", padRight("SCENARIO", width))
+	for _, s := range r.Scenarios {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", padRight(s.Scenario, width), s.Instances,
+			s.Sent, s.SendFailed, s.Delivered, s.Lost, s.Early, s.DuplicateIDs, s.ExtraCopies, len(s.Faults), backAfter(s.Faults))
+	}
+	fmt.Fprintln(tw)
+	fmt.Fprintf(tw, "%s\t%s\tRECORDS\tP50 ms\tP99 ms\tMAX ms\t\n", padRight("LATENESS", width), padRight("DUE", 13))
+	for _, s := range r.Scenarios {
+		for _, g := range []struct {
+			name string
+			g    Group
+		}{{"any time", s.All}, {"during faults", s.DuringFaults}} {
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t\n", padRight(s.Scenario, width), padRight(g.name, 13), g.g.Delivered, ms(g.g.P50), ms(g.g.P99), ms(g.g.Max))
+		}
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	for _, s := range r.Scenarios {
+		if s.Error != "" {
+			fmt.Fprintf(w, "\n%s did not run to its end: %s\n", s.Scenario, s.Error)
+		}
+	}
+	return nil
+}
+
+// backAfter is how long the system took to be back after each fault,
+// "!" marking one not back within the back timeout.
+func backAfter(faults []Fault) string {
+	if len(faults) == 0 {
+		return "-"
+	}
+	out := make([]string, len(faults))
+	for i, f := range faults {
+		out[i] = strconv.FormatFloat(f.Back.Seconds(), 'f', 1, 64)
+		if !f.BackOK {
+			out[i] += "!"
+		}
+	}
+	return strings.Join(out, " ")
+}
+
+// WriteFaultJSON writes r as indented JSON: every figure, as FaultReport's
+// fields name them.
+func WriteFaultJSON(w io.Writer, r *FaultReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}

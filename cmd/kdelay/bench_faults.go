@@ -1,0 +1,126 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+
+	"github.com/spf13/cobra"
+
+	"github.com/kdelay/kdelay/bench"
+	"github.com/kdelay/kdelay/levels"
+)
+
+// faultFlags are the flags of `kdelay bench faults` beyond those of bench.
+type faultFlags struct {
+	cfg    bench.FaultConfig
+	levels []string
+}
+
+func newBenchFaults(f *benchFlags) *cobra.Command {
+	var ff faultFlags
+	cmd := &cobra.Command{
+		Use:   "faults",
+		Short: "Inject faults (kill, restart, broker restart, scaling) under a steady load and count lost, early and duplicate records",
+		Long: `Write records to kdelay's ingress at a steady rate, each delayed uniformly from 0 to
+--max-delay with an id of its own, inject a fault, and read the target: records lost
+(not arrived within due + --grace), early (arrived before kdelay-deliver-at), delivered
+more than once, and lateness over all records and over those due during the fault (from
+its start until every consumer group is stable again). Each scenario runs its own
+kdelay serve processes, topics and groups:
+
+  kill-restart    1 kdelay serve, SIGKILLed and started again at once
+  kill            3 kdelay serve, one SIGKILLed for good
+  broker-restart  1 kdelay serve, its broker stopped and started with its data: on the
+                  embedded broker, a kdelay serve running its own, SIGKILLed and restarted;
+                  with --brokers, 'scripts/local-kafka stop' then 'KAFKA_KEEP_DATA=1
+                  scripts/local-kafka start' on the broker's port
+  scale           3 kdelay serve, two stopped with SIGTERM, then two started: 3 -> 1 -> 3
+
+Every wait has a deadline: a scenario that hangs ends with what it measured. The
+defaults take about 3 minutes per scenario.`,
+		Example: `  kdelay bench faults --json faults.json
+  kdelay bench faults --scenarios kill-restart,scale --duration 10s --max-delay 8s --rate 50
+  kdelay bench faults --brokers "$(scripts/local-kafka start)"`,
+		Args: usageArgs(cobra.NoArgs),
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			cfg, err := ff.config(f, cmd.Flags().Changed("grace"))
+			if err != nil {
+				return usageError{err}
+			}
+			defer f.close()
+			rep, err := bench.Faults(cmd.Context(), cfg)
+			if err != nil {
+				return err
+			}
+			return f.writeFaults(rep, cmd.OutOrStdout())
+		},
+	}
+	d := bench.FaultConfig{}.WithDefaults()
+	fl := cmd.Flags()
+	fl.StringSliceVar(&ff.cfg.Scenarios, "scenarios", bench.Scenarios, "fault scenarios to run, one after the other")
+	fl.IntVar(&ff.cfg.Rate, "rate", d.Rate, "records per second written to the ingress")
+	fl.DurationVar(&ff.cfg.MaxDelay, "max-delay", d.MaxDelay, "each record's delay is uniform from 0 to this")
+	fl.DurationVar(&ff.cfg.Duration, "duration", d.Duration, "how long records are written, per scenario")
+	fl.DurationVar(&ff.cfg.FaultAt, "fault-at", d.FaultAt, "when the first fault is injected, after writing starts")
+	fl.IntVar(&ff.cfg.Faults, "faults", d.Faults, "faults per scenario, while records are written")
+	fl.DurationVar(&ff.cfg.Every, "every", d.Every, "time from one fault's start to the next")
+	fl.DurationVar(&ff.cfg.BackTimeout, "back-timeout", d.BackTimeout, "how long the system may take to be back after a fault")
+	fl.DurationVar(&ff.cfg.Settle, "settle", d.Settle, "how long to read on after every record arrived, for late duplicates")
+	fl.StringSliceVar(&ff.levels, "levels", d.Levels.Names(), "kdelay serve's delay levels")
+	fl.StringArrayVar(&ff.cfg.ServeFlags, "serve-flag", nil, "a flag for every kdelay serve, e.g. --serve-flag=--session-timeout=6s; repeat for more")
+	fl.BoolVar(&ff.cfg.ReadCommitted, "read-committed", false, "read the target with isolation.level=read_committed")
+	fl.StringVar(&ff.cfg.LocalKafka, "local-kafka", d.LocalKafka, "with --brokers: the script that broker-restart restarts the broker with")
+	fl.Uint64Var(&ff.cfg.Seed, "seed", d.Seed, "seed of the random delays")
+	return cmd
+}
+
+// config is the FaultConfig the flags ask for; bench's --grace counts only
+// when given, since its default is too short for a session timeout.
+func (ff *faultFlags) config(f *benchFlags, graceSet bool) (bench.FaultConfig, error) {
+	switch {
+	case f.measureRunning || f.runInProcess:
+		return bench.FaultConfig{}, errors.New("--running and --in-process do not apply to faults: it starts, kills and restarts kdelay serve processes of its own")
+	case f.svg != "" || f.benchfmt != "":
+		return bench.FaultConfig{}, errors.New("--svg and --benchfmt do not apply to faults: use --json")
+	}
+	set, err := levels.Parse(ff.levels)
+	if err != nil {
+		return bench.FaultConfig{}, fmt.Errorf("levels: %w", err)
+	}
+	runner, err := f.forwarderRunner()
+	if err != nil {
+		return bench.FaultConfig{}, err
+	}
+	cfg := ff.cfg
+	cfg.Runner, _ = runner.(bench.Command)
+	cfg.Brokers, cfg.Partitions, cfg.Levels = f.brokers, f.partitions, set
+	if graceSet {
+		cfg.Grace = f.grace
+	}
+	cfg.Progress, cfg.Logger = f.progress(), logger()
+	return cfg, nil
+}
+
+// writeFaults prints the tables and writes --json; a scenario that did not
+// run to its end makes the command fail, after its figures are out.
+func (f *benchFlags) writeFaults(rep *bench.FaultReport, out io.Writer) error {
+	if err := bench.WriteFaultTable(out, rep); err != nil {
+		return err
+	}
+	if f.json != "" {
+		if err := writeFile(f.json, func(w io.Writer) error { return bench.WriteFaultJSON(w, rep) }); err != nil {
+			return err
+		}
+	}
+	var failed int
+	for _, s := range rep.Scenarios {
+		if s.Error != "" {
+			failed++
+		}
+	}
+	if failed > 0 {
+		return fmt.Errorf("%d of %d scenarios did not run to their end (see above)", failed, len(rep.Scenarios))
+	}
+	return nil
+}
