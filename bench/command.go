@@ -51,7 +51,7 @@ func (c Command) Start(_ context.Context, s Setup) (Instance, error) {
 	return ch, nil
 }
 
-func (c Command) start(s Setup) (*child, error) {
+func (c Command) start(s Setup, extra ...string) (*child, error) {
 	path := c.Path
 	if path == "" {
 		exe, err := os.Executable()
@@ -60,7 +60,7 @@ func (c Command) start(s Setup) (*child, error) {
 		}
 		path = exe
 	}
-	cmd := exec.Command(path, append(c.args(), serveFlags(s)...)...)
+	cmd := exec.Command(path, append(append(c.args(), serveFlags(s)...), extra...)...)
 	cmd.Env = environ()
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stdout = tail
@@ -71,7 +71,7 @@ func (c Command) start(s Setup) (*child, error) {
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start %s: %w", path, err)
 	}
-	ch := &child{setup: s, cmd: cmd, tail: tail, done: make(chan struct{})}
+	ch := &child{setup: s, cmd: cmd, tail: tail, done: make(chan struct{}), slot: -1}
 	go func() {
 		ch.waitErr = cmd.Wait()
 		close(ch.done)
@@ -119,6 +119,7 @@ type child struct {
 	tail    *tailBuffer
 	done    chan struct{}
 	waitErr error // set before done is closed
+	slot    int   // its place in a fleet, whose instance id it has; -1 outside one
 
 	last Usage // last read from /proc while it ran
 }

@@ -14,15 +14,30 @@ type fleet struct {
 	cmd   Command
 	setup Setup
 	procs []*child // running, oldest first
+
+	// Each process has an instance id of its own, as kdelay processes on
+	// different hosts do (two with one id fence each other). A process
+	// started after one stopped takes its slot, and so its id: a restart
+	// under systemd or in a pod keeps its id.
+	free  []int
+	slots int
 }
 
 // start starts one more kdelay serve. It is not ready until its groups are
 // stable: the scenario waits for that.
 func (f *fleet) start() error {
-	ch, err := f.cmd.start(f.setup)
+	slot := f.slots
+	if n := len(f.free); n > 0 {
+		slot, f.free = f.free[n-1], f.free[:n-1]
+	} else {
+		f.slots++
+	}
+	ch, err := f.cmd.start(f.setup, "--instance-id", fmt.Sprintf("%s-%d", f.setup.Group, slot))
 	if err != nil {
+		f.free = append(f.free, slot)
 		return err
 	}
+	ch.slot = slot
 	f.procs = append(f.procs, ch)
 	return nil
 }
@@ -56,6 +71,9 @@ func (f *fleet) pop() (*child, error) {
 	}
 	ch := f.procs[len(f.procs)-1]
 	f.procs = f.procs[:len(f.procs)-1]
+	if ch.slot >= 0 {
+		f.free = append(f.free, ch.slot)
+	}
 	return ch, nil
 }
 
