@@ -12,7 +12,7 @@ import (
 	"time"
 )
 
-// With no broker where they look, send, tail and status say so within seconds,
+// With no broker where they look, send, tail, status and dlq say so within seconds,
 // naming the address and the fix, instead of waiting (send 15s, tail
 // forever in silence).
 func TestNoBroker(t *testing.T) {
@@ -21,9 +21,11 @@ func TestNoBroker(t *testing.T) {
 	refused := closedPort(t)
 	silent := silentListener(t)
 	commands := map[string][]string{
-		"send":   {"send", "--target", "orders", "--delay", "1s", "hello"},
-		"tail":   {"tail", "orders"},
-		"status": {"status"},
+		"send":       {"send", "--target", "orders", "--delay", "1s", "hello"},
+		"tail":       {"tail", "orders"},
+		"status":     {"status"},
+		"dlq list":   {"dlq", "list"},
+		"dlq replay": {"dlq", "replay", "--all"},
 	}
 	tests := []struct {
 		name, addr string
