@@ -326,6 +326,27 @@ func TestClientFlags(t *testing.T) {
 	}
 }
 
+// TestClientFlagsAlso checks that a command reading kdelay's state, such
+// as status, gets the serve keys it names as flags, and only those.
+func TestClientFlagsAlso(t *testing.T) {
+	t.Parallel()
+	fs := pflag.NewFlagSet("status", pflag.ContinueOnError)
+	AddClientFlags(fs, "group", "levels")
+	if fs.Lookup("check-interval") != nil || fs.Lookup("max-delay") != nil {
+		t.Error("AddClientFlags added a key it was not asked for")
+	}
+	if err := fs.Parse([]string{"--group=g", "--levels=1s,1h", "--brokers=b:9092"}); err != nil {
+		t.Fatal(err)
+	}
+	c, err := Load(fs, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Group != "g" || len(c.Levels) != 2 || c.Levels[1].Name != "1h" || c.Seeds()[0] != "b:9092" {
+		t.Errorf("got group %q levels %v seeds %v, want g, [1s 1h] and b:9092", c.Group, c.Levels, c.Seeds())
+	}
+}
+
 // TestConfigProblemOrder checks that Load reports problems in the order of the
 // keys in --help, whichever source set them and whatever check found them,
 // the same on every run.

@@ -118,10 +118,19 @@ func AddFlags(fs *pflag.FlagSet) {
 
 // AddClientFlags adds --config and the flags that locate kdelay's topics
 // (brokers, listen, topic-prefix): what a command that only produces or
-// consumes needs.
-func AddClientFlags(fs *pflag.FlagSet) {
+// consumes needs. also names more of serve's keys to add as flags, for a
+// command that must read kdelay's state as serve sees it: "group" and
+// "levels" name its consumer groups and level topics, "max-delay" is a rule
+// a record is checked against. It panics on a name that is no key: that is a
+// bug in the caller, not a user's mistake.
+func AddClientFlags(fs *pflag.FlagSet, also ...string) {
+	for _, name := range also {
+		if _, ok := lookup(name); !ok {
+			panic("config.AddClientFlags: no key " + name)
+		}
+	}
 	ks := slices.DeleteFunc(keys(), func(k key) bool {
-		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix"
+		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix" && !slices.Contains(also, k.name)
 	})
 	for i, k := range ks {
 		switch k.name {

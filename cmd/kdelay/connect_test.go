@@ -5,13 +5,14 @@ import (
 	"errors"
 	"net"
 	"os/exec"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 )
 
-// With no broker where they look, send and tail say so within seconds,
+// With no broker where they look, send, tail, status and dlq say so within seconds,
 // naming the address and the fix, instead of waiting (send 15s, tail
 // forever in silence).
 func TestNoBroker(t *testing.T) {
@@ -20,8 +21,11 @@ func TestNoBroker(t *testing.T) {
 	refused := closedPort(t)
 	silent := silentListener(t)
 	commands := map[string][]string{
-		"send": {"send", "--target", "orders", "--delay", "1s", "hello"},
-		"tail": {"tail", "orders"},
+		"send":       {"send", "--target", "orders", "--delay", "1s", "hello"},
+		"tail":       {"tail", "orders"},
+		"status":     {"status"},
+		"dlq list":   {"dlq", "list"},
+		"dlq replay": {"dlq", "replay", "--all"},
 	}
 	tests := []struct {
 		name, addr string
@@ -38,7 +42,7 @@ func TestNoBroker(t *testing.T) {
 			} {
 				t.Run(tt.name+"/"+name+" "+where.flag, func(t *testing.T) {
 					t.Parallel()
-					args := append([]string{args[0], where.flag, tt.addr}, args[1:]...)
+					args := append(slices.Clone(args), where.flag, tt.addr)
 					code, out, took := runWithin(t, 10*time.Second, command(bin, dir, args...))
 					if code != 1 || !strings.Contains(out, tt.want) || !strings.Contains(out, where.fix) || took > 6*time.Second {
 						t.Errorf("kdelay %s: exit %d after %s, printed:\n%s\nwant exit 1 within 6s, saying %q and %q",

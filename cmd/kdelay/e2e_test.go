@@ -89,6 +89,7 @@ type e2e struct {
 	prefix  string             // of kdelay's topics
 	group   string
 	target  string
+	levels  []string // serve's --levels
 }
 
 func setup(t *testing.T) *e2e {
@@ -97,7 +98,8 @@ func setup(t *testing.T) *e2e {
 		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to run the end-to-end tests")
 	}
 	name := kafkatest.Name(t)
-	e := &e2e{t: t, bin: binary(t), dir: t.TempDir(), prefix: kdelay.DefaultPrefix, group: "kdelay", target: name + ".target"}
+	e := &e2e{t: t, bin: binary(t), dir: t.TempDir(), prefix: kdelay.DefaultPrefix, group: "kdelay", target: name + ".target",
+		levels: []string{"1s", "2s", "5s"}}
 	if os.Getenv(kafkatest.EnvBrokers) != "" {
 		// A real cluster is shared: use topics and groups of our own, and
 		// create the target, since production brokers do not auto-create.
@@ -109,10 +111,10 @@ func setup(t *testing.T) *e2e {
 	return e
 }
 
-// serveArgs run serve with small levels so that records hop between levels
-// within seconds.
+// serveArgs run serve with e.levels, by default small levels so that records
+// hop between levels within seconds.
 func (e *e2e) serveArgs() []string {
-	args := []string{"serve", "--levels", "1s,2s,5s", "--partitions", "2", "--log-level", "debug",
+	args := []string{"serve", "--levels", strings.Join(e.levels, ","), "--partitions", "2", "--log-level", "debug",
 		"--topic-prefix", e.prefix, "--group", e.group}
 	if e.cluster != nil {
 		return append(args, "--brokers", strings.Join(e.cluster.Brokers, ","))
@@ -216,7 +218,11 @@ func (e *e2e) waitConsuming(brokers string) {
 
 // groups are kdelay's consumer groups with serveArgs' levels.
 func (e *e2e) groups() []string {
-	return []string{e.group + ".ingress", e.group + ".level.1s", e.group + ".level.2s", e.group + ".level.5s"}
+	gs := []string{e.group + ".ingress"}
+	for _, l := range e.levels {
+		gs = append(gs, e.group+".level."+l)
+	}
+	return gs
 }
 
 // waitCommitted waits until every kdelay group has committed every record

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -150,7 +151,7 @@ func (f *failover) send(ctx context.Context, cl *kgo.Client, p int32, id string)
 func (f *failover) arrived() map[string]kafkatest.Arrival {
 	f.t.Helper()
 	f.mu.Lock()
-	sent := maps(f.sent)
+	sent := maps.Clone(f.sent)
 	f.mu.Unlock()
 	got := f.got.Until(60*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) >= len(sent) })
 	first := map[string]kafkatest.Arrival{}
@@ -189,14 +190,6 @@ func (f *failover) lateness(first map[string]kafkatest.Arrival, partitions []int
 	}
 	slices.Sort(late)
 	return late[len(late)-1], late[len(late)/2], len(late)
-}
-
-func maps(m map[string]sentRecord) map[string]sentRecord {
-	c := make(map[string]sentRecord, len(m))
-	for k, v := range m {
-		c[k] = v
-	}
-	return c
 }
 
 // ingressByInstance returns the partitions of topic each instance id of a

@@ -5,6 +5,8 @@
 //	kdelay serve                          # run kdelay, with an embedded broker unless --brokers is set
 //	kdelay send --target T --delay 90s V  # write one delayed record to the ingress
 //	kdelay tail T                         # print records as they reach a topic
+//	kdelay status                         # what waits in each level, and how late
+//	kdelay dlq list | replay              # read the dead letters; replay them once fixed
 //
 // Settings come from flags, KDELAY_* environment variables and a YAML file
 // (--config); `kdelay serve --help` lists them.
@@ -46,12 +48,12 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true, // a runtime failure is not a usage mistake
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
-			return usageError{errors.New("name a command: serve, send or tail")}
+			return usageError{errors.New("name a command: serve, send, tail, status or dlq")}
 		},
 	}
 	// Subcommands inherit this: cmd is the one whose flags were mistyped.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
-	root.AddCommand(newServe(), newSend(), newTail(), newVersion(), newBench())
+	root.AddCommand(newServe(), newSend(), newTail(), newStatus(), newDLQ(), newVersion(), newBench())
 	return root
 }
 
