@@ -311,9 +311,9 @@ type stage struct {
 
 // stages are the topics forwarded: the ingress, then each level.
 func (c *Config) stages() []stage {
-	s := []stage{{topic: c.Topics.Ingress(), group: ".ingress"}}
+	s := []stage{{topic: c.Topics.Ingress(), group: ingressGroup}}
 	for _, l := range c.Levels {
-		s = append(s, stage{topic: c.Topics.Level(l.Name), group: ".level." + l.Name, wait: l.Delay})
+		s = append(s, stage{topic: c.Topics.Level(l.Name), group: levelGroup(l.Name), wait: l.Delay})
 	}
 	return s
 }

@@ -20,6 +20,7 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -81,7 +82,7 @@ type stage struct {
 
 func stages(cfg config.Config) []stage {
 	t := kdelay.Topics{Prefix: cfg.TopicPrefix}
-	ss := []stage{{name: "ingress", topic: t.Ingress(), group: cfg.Group + ".ingress", configured: true}}
+	ss := []stage{{name: "ingress", topic: t.Ingress(), group: forwarder.IngressGroup(cfg.Group), configured: true}}
 	for _, l := range cfg.Levels {
 		ss = append(ss, levelStage(cfg, l, true))
 	}
@@ -90,7 +91,7 @@ func stages(cfg config.Config) []stage {
 
 func levelStage(cfg config.Config, l levels.Level, configured bool) stage {
 	return stage{name: l.Name, topic: kdelay.Topics{Prefix: cfg.TopicPrefix}.Level(l.Name),
-		group: cfg.Group + ".level." + l.Name, wait: l.Delay, configured: configured}
+		group: forwarder.LevelGroup(cfg.Group, l.Name), wait: l.Delay, configured: configured}
 }
 
 // levelStatus is one line of `kdelay status`, and one object of --json.
