@@ -118,3 +118,44 @@ func TestRestartKeepsCommittedOffsets(t *testing.T) {
 		}
 	}
 }
+
+// TestRevokeDeliversHeld checks that a partition moving to another kdelay
+// (a process joining the group) re-delivers nothing: the records held in
+// memory below the smallest level are delivered before its offsets are
+// committed and it is handed over, so the commit covers the records behind
+// them too. It once handed over at the first held record, and the new owner
+// delivered every record after it a second time.
+func TestRevokeDeliversHeld(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"5s"})
+	a, b := fx.cfg, fx.cfg
+	a.InstanceID, b.InstanceID = "a", "b"
+	arrived := fx.cluster.Collect(fx.target)
+	fx.start(a)
+	// Held ones (4.5s, below the 5s level) between ones due now, on every
+	// partition: A delivers the latter at once and holds the former.
+	const n = 60
+	for i := range n {
+		delay := "0"
+		if i%2 == 0 {
+			delay = "4500"
+		}
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, delay)
+	}
+	if got := arrived.Until(10*time.Second, atLeast(n/2)); len(got) < n/2 {
+		t.Fatalf("%d records due now delivered within 10s, want %d", len(got), n/2)
+	}
+	fx.start(b) // takes one of A's two ingress partitions while A holds records
+	if ok, committed, end := fx.committedAll(IngressGroup(fx.cfg.Group), fx.cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("committed %v, want the end offsets %v", committed, end)
+	}
+	got := arrived.Until(10*time.Second, atLeast(n))
+	for v, c := range kafkatest.Values(got) {
+		if c > 1 {
+			t.Errorf("record %s delivered %d times, want once", v, c)
+		}
+	}
+	if len(kafkatest.Values(got)) != n {
+		t.Errorf("%d of %d records delivered", len(kafkatest.Values(got)), n)
+	}
+}

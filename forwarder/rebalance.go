@@ -6,12 +6,23 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// revoked runs when partitions move to another member: it waits for what is
-// in flight, commits what was handed on, and forgets the partitions. Held
-// records are not committed, so the new owner re-reads and re-holds them.
+// revoked runs when partitions move to another member: it delivers the
+// records of those partitions held below the smallest level as they fall due
+// (within the smallest level), waits for what is in flight, commits what was
+// handed on, and forgets the partitions. A held record holds its partition's
+// commit point, so handing the partition over before delivering it would
+// have the new owner deliver every record behind it again. Only the revoked
+// partitions wait, and for at most ShutdownTimeout: with the
+// cooperative-sticky balancer the others keep being forwarded meanwhile.
+// What the timeout cuts off stays uncommitted and is re-read by the new owner.
 func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 	fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
 	defer cancel()
+	revoked := map[int32]bool{}
+	for _, id := range lost[w.source] {
+		revoked[id] = true
+	}
+	w.drain(fctx, func(e *entry) bool { return revoked[e.part.id] && e.attempts == 0 })
 	if err := cl.Flush(fctx); err != nil {
 		w.log.Warn("flush_on_revoke_failed", "err", err)
 	}

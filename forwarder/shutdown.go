@@ -29,11 +29,24 @@ func (w *worker) shutdown() {
 
 // drainHeld produces held records at their due times until none is left.
 func (w *worker) drainHeld(ctx context.Context) {
+	w.drain(ctx, func(*entry) bool { return true })
+}
+
+// drain produces held records as they fall due until none that wait is
+// left, or ctx ends. Records that wait are drained at their due times; the
+// others are released as the loop would.
+func (w *worker) drain(ctx context.Context, wait func(*entry) bool) {
 	for {
 		w.mu.Lock()
 		now := w.cfg.NowFunc()
 		w.applyAcks(now)
-		soonest := w.releaseHeld(now)
+		w.releaseHeld(now)
+		var soonest time.Time
+		for _, e := range w.held {
+			if !e.part.gone && wait(e) {
+				soonest = earliest(soonest, e.at)
+			}
+		}
 		w.mu.Unlock()
 		if soonest.IsZero() {
 			return
