@@ -65,6 +65,8 @@ type Config struct {
 	MaxBufferedBytes  int64         // max-buffered-bytes
 	MaxDelay          time.Duration // max-delay
 	DeliveryTimeout   time.Duration // delivery-timeout
+	Delivery          string        // delivery: "at-least-once" or "exactly-once"
+	TransactionalID   string        // transactional-id: "" for the host name
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout
 	ShutdownTimeout   time.Duration // shutdown-timeout

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -37,6 +38,8 @@ func (l *loader) decode() (Config, error) {
 		MaxBufferedBytes:  d.integer("max-buffered-bytes", 1, math.MaxInt64, "use a number of bytes such as "+def("max-buffered-bytes")),
 		MaxDelay:          d.duration("max-delay"),
 		DeliveryTimeout:   d.duration("delivery-timeout"),
+		Delivery:          d.oneOf("delivery", string(forwarder.AtLeastOnce), string(forwarder.ExactlyOnce)),
+		TransactionalID:   d.text("transactional-id"),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),

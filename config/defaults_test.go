@@ -48,6 +48,8 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
 		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},
 		{"delivery-timeout", c.DeliveryTimeout, fw.DeliveryTimeout, "forwarder"},
+		{"delivery", forwarder.Delivery(c.Delivery), fw.Delivery, "forwarder"},
+		{"transactional-id", c.TransactionalID, fw.TransactionalID, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},

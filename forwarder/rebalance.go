@@ -9,7 +9,16 @@ import (
 // revoked runs when partitions move to another member: it waits for what is
 // in flight, commits what was handed on, and forgets the partitions. Held
 // records are not committed, so the new owner re-reads and re-holds them.
+//
+// In exactly-once delivery it only forgets them: nothing can be committed
+// from here (the transaction session holds its lock while it calls revoked),
+// and the session aborts the open transaction at its next end, which rewinds
+// the partitions kept.
 func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	if w.txn != nil {
+		w.lost(ctx, cl, lost)
+		return
+	}
 	fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
 	defer cancel()
 	if err := cl.Flush(fctx); err != nil {

@@ -115,6 +115,8 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		Levels:            cfg.Levels,
 		Group:             cfg.Group,
 		Mode:              forwarder.Mode(cfg.Mode),
+		Delivery:          forwarder.Delivery(cfg.Delivery),
+		TransactionalID:   cfg.TransactionalID,
 		CheckInterval:     cfg.CheckInterval,
 		FetchMaxWait:      cfg.FetchMaxWait,
 		MaxBufferedBytes:  cfg.MaxBufferedBytes,
