@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -89,7 +90,16 @@ func TestExactlyOnce(t *testing.T) {
 			len(got), f.Stats().Delivered-f.Stats().Held, n/3)
 	}
 	crash(t, f, done)
-	before := len(arrived.Arrivals())
+	seen := arrived.Arrivals()
+	before := len(seen)
+	var late []time.Duration
+	for _, a := range seen {
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		late = append(late, a.At.Sub(due[id]))
+	}
+	slices.Sort(late)
+	t.Logf("lateness before the crash: p50 %s, p99 %s, max %s (commit-interval %s)",
+		late[len(late)/2], late[len(late)*99/100], late[len(late)-1], cfg.CommitInterval)
 
 	fx.start(cfg)
 	got := arrived.Until(60*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
