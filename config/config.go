@@ -65,6 +65,7 @@ type Config struct {
 	MaxBufferedBytes  int64         // max-buffered-bytes
 	MaxDelay          time.Duration // max-delay
 	DeliveryTimeout   time.Duration // delivery-timeout
+	Delivery          string        // delivery: "at-least-once" or "exactly-once"
 	CommitInterval    time.Duration // commit-interval
 	SessionTimeout    time.Duration // session-timeout
 	InstanceID        string        // instance-id; "" for the host name

@@ -64,6 +64,7 @@ func TestDefaults(t *testing.T) {
 		MaxBufferedBytes:  64 << 20,
 		MaxDelay:          400 * 24 * time.Hour,
 		DeliveryTimeout:   5 * time.Minute,
+		Delivery:          "at-least-once",
 		CommitInterval:    time.Second,
 		SessionTimeout:    10 * time.Second,
 		ShutdownTimeout:   10 * time.Second,
@@ -127,6 +128,11 @@ func TestPrecedence(t *testing.T) {
 		{"unset flag keeps the environment",
 			sources{env: []string{"KDELAY_GROUP=orders"}, args: []string{"--mode=poll"}},
 			func(c Config) (any, any) { return []string{c.Group, c.Mode}, []string{"orders", "poll"} }},
+		{"exactly-once delivery with its instance id",
+			sources{env: []string{"KDELAY_INSTANCE_ID=node-1"}, args: []string{"--delivery", "exactly-once"}},
+			func(c Config) (any, any) {
+				return []string{c.Delivery, c.InstanceID}, []string{"exactly-once", "node-1"}
+			}},
 		{"YAML list",
 			sources{yaml: "levels: [1s, 5s, 1m]\n"},
 			func(c Config) (any, any) { return c.Levels.Names(), []string{"1s", "5s", "1m"} }},
@@ -236,6 +242,8 @@ func TestValidation(t *testing.T) {
 			"replication-factor: -2 is out of range; use -1 for the broker's default, or 1 or more"},
 		{"mode", sources{args: []string{"--mode=fast"}},
 			`mode: "fast" is not one of exact, poll; use one of them`},
+		{"delivery", sources{args: []string{"--delivery=once"}},
+			`delivery: "once" is not one of at-least-once, exactly-once; use one of them`},
 		{"log level", sources{env: []string{"KDELAY_LOG_LEVEL=verbose"}},
 			`log-level: "verbose" is not one of debug, info, warn, error`},
 		{"log format", sources{yaml: "log-format: xml\n"},

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -39,6 +40,7 @@ func (l *loader) decode() (Config, error) {
 		MaxBufferedBytes:  d.size("max-buffered-bytes"),
 		MaxDelay:          d.duration("max-delay"),
 		DeliveryTimeout:   d.duration("delivery-timeout"),
+		Delivery:          d.oneOf("delivery", string(forwarder.AtLeastOnce), string(forwarder.ExactlyOnce)),
 		CommitInterval:    d.duration("commit-interval"),
 		SessionTimeout:    d.duration("session-timeout"),
 		InstanceID:        d.text("instance-id"),

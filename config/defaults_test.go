@@ -48,6 +48,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
 		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},
 		{"delivery-timeout", c.DeliveryTimeout, fw.DeliveryTimeout, "forwarder"},
+		{"delivery", forwarder.Delivery(c.Delivery), fw.Delivery, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},

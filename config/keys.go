@@ -59,6 +59,8 @@ func keys() []key {
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
 		{"delivery-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultDeliveryTimeout), "how long a record may keep failing with a retryable error before it goes to the dead-letter topic with the last error"},
+		{"delivery", kindString, string(forwarder.DefaultDelivery),
+			"at-least-once (a crash may repeat a commit-interval of records), or exactly-once (each record once to read_committed consumers, visible up to a commit-interval later)"},
 		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
 		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
 		{"instance-id", kindString, "", "this process's name in kdelay's consumer groups (static membership): a kdelay restarted with the same one resumes its partitions at once; unique per process sharing the group, stable across restarts; empty is the host name (the pod name in Kubernetes)"},

@@ -27,6 +27,24 @@ const (
 	ModePoll Mode = "poll"
 )
 
+// Delivery chooses what a consumer of kdelay's topics may see after a crash.
+type Delivery string
+
+const (
+	// AtLeastOnce produces a record, waits for the broker's acknowledgement,
+	// then commits the offset it came from: a crash re-delivers what was
+	// handed on since the last commit, and consumers dedupe by kdelay-id.
+	AtLeastOnce Delivery = "at-least-once"
+
+	// ExactlyOnce produces records and commits the offsets they came from in
+	// one Kafka transaction per CommitInterval, so a consumer reading with
+	// isolation.level=read_committed sees each record once, across crashes
+	// and broker restarts. A delivered record becomes visible to such a
+	// consumer when its transaction commits: up to one CommitInterval later
+	// than at-least-once would show it. See txn.go.
+	ExactlyOnce Delivery = "exactly-once"
+)
+
 // Defaults of Config, exported so that kdelay's command line offers the same
 // ones as the library: a default written in two places drifts. The topic
 // prefix and the longest delay are the wire contract's, kdelay.DefaultPrefix
@@ -37,6 +55,10 @@ const (
 
 	// DefaultMode wakes each level exactly when its head is due.
 	DefaultMode = ModeExact
+
+	// DefaultDelivery is at-least-once: records are visible on their target
+	// the moment they are produced, and any consumer may read them.
+	DefaultDelivery = AtLeastOnce
 
 	// DefaultCheckInterval is poll mode's tick, which its records can be
 	// late by; an idle forwarder wakes ten times a second, which costs next
@@ -115,6 +137,10 @@ type Config struct {
 
 	// Mode is ModeExact or ModePoll. Default DefaultMode, ModeExact.
 	Mode Mode
+
+	// Delivery is AtLeastOnce or ExactlyOnce. Default DefaultDelivery,
+	// AtLeastOnce.
+	Delivery Delivery
 
 	// CheckInterval is the longest a forwarder sleeps without looking at its
 	// partitions, and the tick of ModePoll. Default DefaultCheckInterval,
@@ -219,6 +245,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.Group = cmp.Or(c.Group, DefaultGroup)
 	c.Mode = cmp.Or(c.Mode, DefaultMode)
+	c.Delivery = cmp.Or(c.Delivery, DefaultDelivery)
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
 	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
@@ -266,6 +293,9 @@ func (c Config) validate() error {
 	negative("retention-headroom", c.RetentionHeadroom, DefaultRetentionHeadroom)
 	if c.Mode != ModeExact && c.Mode != ModePoll {
 		fail("mode", "%q is not a mode; use %q or %q", c.Mode, ModeExact, ModePoll)
+	}
+	if c.Delivery != AtLeastOnce && c.Delivery != ExactlyOnce {
+		fail("delivery", "%q is not a delivery; use %q or %q", c.Delivery, AtLeastOnce, ExactlyOnce)
 	}
 	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
 	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)

@@ -16,6 +16,7 @@ func TestConfigValidation(t *testing.T) {
 	}{
 		{"no brokers", Config{}, "brokers: no seed brokers"},
 		{"unknown mode", Config{Brokers: []string{"x:1"}, Mode: "fast"}, `mode: "fast" is not a mode`},
+		{"unknown delivery", Config{Brokers: []string{"x:1"}, Delivery: "once"}, `delivery: "once" is not a delivery; use "at-least-once" or "exactly-once"`},
 		{"negative interval", Config{Brokers: []string{"x:1"}, CheckInterval: -time.Second}, "check-interval: -1s is negative; use a positive duration, or 0 for the default 100ms"},
 		{"retention below largest level", Config{Brokers: []string{"x:1"}, Retention: time.Hour}, "retention: 1h0m0s is shorter than the largest level 2h"},
 		{"max delay below smallest level", Config{Brokers: []string{"x:1"}, MaxDelay: time.Millisecond}, "max-delay: 1ms is below the smallest level 1s"},

@@ -23,12 +23,29 @@ import (
 // checks each reaches the DLQ with its original key, value and headers, a
 // reason that says what to fix, and where it came from; and that the good
 // record sent after them is still delivered.
+//
+// In exactly-once delivery, a refused record is dead-lettered in the
+// transaction it failed in, which still commits: each dead letter is seen
+// once, and no transaction is aborted for it.
 func TestDeadLetters(t *testing.T) {
 	t.Parallel()
+	for _, delivery := range []Delivery{AtLeastOnce, ExactlyOnce} {
+		t.Run(string(delivery), func(t *testing.T) {
+			t.Parallel()
+			testDeadLetters(t, delivery)
+		})
+	}
+}
+
+func testDeadLetters(t *testing.T, delivery Delivery) {
 	fx := setup(t, []string{"1s", "2s"})
 	tooBig := fx.target + ".small"
 	fx.cluster.CreateTopic(tooBig, 1, map[string]*string{"max.message.bytes": ptr("2000")})
-	fx.start(fx.cfg)
+	cfg := fx.cfg
+	cfg.Delivery = delivery
+	cfg.InstanceID = kafkatest.Name(t)
+	f, _ := fx.start(cfg)
+	readCommitted := kgo.FetchIsolationLevel(kgo.ReadCommitted())
 
 	cases := []struct {
 		name    string
@@ -61,7 +78,8 @@ func TestDeadLetters(t *testing.T) {
 	}
 	fx.send("good", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "1500")
 
-	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(60*time.Second, atLeast(len(cases)))
+	dlq := fx.cluster.Collect(fx.cfg.Topics.DLQ(), readCommitted)
+	dead := dlq.Until(60*time.Second, atLeast(len(cases)))
 	byValue := map[string]kafkatest.Arrival{}
 	for _, a := range dead {
 		byValue[string(a.Value)] = a
@@ -102,8 +120,14 @@ func TestDeadLetters(t *testing.T) {
 			}
 		})
 	}
-	if got := fx.cluster.Collect(fx.target).Until(30*time.Second, atLeast(1)); len(got) != 1 || string(got[0].Value) != "good" {
+	if got := fx.cluster.Collect(fx.target, readCommitted).Until(30*time.Second, atLeast(1)); len(got) != 1 || string(got[0].Value) != "good" {
 		t.Errorf("target has %d records after the bad ones, want the good one: a bad record blocked the partition", len(got))
+	}
+	if n := len(dlq.Arrivals()); n != len(cases) {
+		t.Errorf("%d dead letters for %d bad records, want one each", n, len(cases))
+	}
+	if n := f.Stats().Aborted; n > 0 {
+		t.Errorf("%d transactions aborted, want none: a refused record is dead-lettered in its transaction", n)
 	}
 }
 

@@ -2,9 +2,10 @@
 // ingress topic into the level that fits, from level to level as heads fall
 // due, and to their target topic at their due time — never before it.
 //
-// Delivery is at-least-once: a record is produced to its next topic, the
-// broker acknowledges it, and only then is its offset committed. A crash
-// re-delivers at most what was handed on since the last commit.
+// Delivery is at-least-once by default: a record is produced to its next
+// topic, the broker acknowledges it, and only then is its offset committed. A
+// crash re-delivers at most what was handed on since the last commit.
+// ExactlyOnce commits both in one Kafka transaction instead (txn.go).
 package forwarder
 
 import (

@@ -22,6 +22,8 @@ type partition struct {
 	next      kgo.EpochOffset
 	fetched   bool  // a record was fetched, so next is set
 	committed int64 // last offset committed, -1 before the first commit
+	from      int64 // the offset of the first record fetched: where reading began
+	waiting   int   // entries of this partition held in memory (worker.held)
 	notDue    bool  // its buffered records are not due soon: fetch no more
 	paused    bool  // fetching paused, for notDue or a full buffer
 	gone      bool  // revoked or lost: late acks for it are ignored
@@ -43,7 +45,9 @@ type entry struct {
 	size     int64       // what src counts in the worker's buffer
 }
 
-func newPartition(id int32) *partition { return &partition{id: id, committed: -1} }
+func newPartition(id int32, from int64) *partition {
+	return &partition{id: id, committed: -1, from: from}
+}
 
 // enqueue appends fetched records to the queue.
 func (p *partition) enqueue(rs []*kgo.Record) {
@@ -78,6 +82,27 @@ func (p *partition) commitPoint() kgo.EpochOffset {
 		return kgo.EpochOffset{Epoch: src.LeaderEpoch, Offset: src.Offset}
 	}
 	return p.next
+}
+
+// restart is where reading the partition again replays exactly what was
+// not committed: its last commit, or where reading began.
+func (p *partition) restart() kgo.EpochOffset {
+	if p.committed >= 0 {
+		return kgo.EpochOffset{Epoch: -1, Offset: p.committed}
+	}
+	return kgo.EpochOffset{Epoch: -1, Offset: p.from}
+}
+
+// doneBehind reports whether a record handed on follows one that is not:
+// its commit point would replay the former.
+func (p *partition) doneBehind() bool {
+	p.commitPoint()
+	for _, e := range p.window {
+		if e.done {
+			return true
+		}
+	}
+	return false
 }
 
 // pending reports whether the partition has records taken but not done.

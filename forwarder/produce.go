@@ -27,6 +27,8 @@ func (w *worker) produce(e *entry) {
 	if e.first.IsZero() {
 		e.first = w.cfg.NowFunc()
 	}
+	w.txnProduced = true
+	w.txnProduces++
 	w.cl.Produce(context.Background(), e.out, func(_ *kgo.Record, err error) {
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
@@ -102,5 +104,5 @@ func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
 	w.log.Log(context.Background(), slogLevel(e.dead), "produce_failed", "to", e.out.Topic, "source", source(e.src),
 		"attempt", e.attempts, "retry_in", e.at.Sub(now), "err", err)
 	w.stats.Retried++
-	w.held = append(w.held, e)
+	w.hold(e)
 }

@@ -15,7 +15,16 @@ import (
 // partitions wait, and for at most ShutdownTimeout: with the
 // cooperative-sticky balancer the others keep being forwarded meanwhile.
 // What the timeout cuts off stays uncommitted and is re-read by the new owner.
+//
+// In exactly-once delivery it only forgets them: nothing can be committed
+// from here (the transaction session holds its lock while it calls revoked),
+// and the session aborts the open transaction at its next end, which rewinds
+// the partitions kept.
 func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+	if w.txn != nil {
+		w.lost(ctx, cl, lost)
+		return
+	}
 	fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
 	defer cancel()
 	revoked := map[int32]bool{}
@@ -44,6 +53,11 @@ func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	defer w.mu.Unlock()
 	w.handedOn.Lock()
 	for _, id := range lost[w.source] {
+		if w.txn != nil {
+			// Acknowledged is not committed in a transaction that may
+			// abort: the partition starts again from its last commit.
+			break
+		}
 		if p, ok := w.parts[id]; ok && p.next.Offset > 0 { // something was taken
 			if w.resumeAt == nil {
 				w.resumeAt = map[int32]kgo.EpochOffset{}
@@ -90,7 +104,7 @@ func (w *worker) applyResumed() {
 	w.handedOn.Lock()
 	defer w.handedOn.Unlock()
 	for id, pt := range w.resumed {
-		if p := w.partition(id); !p.fetched {
+		if p := w.partition(id, pt.Offset); !p.fetched {
 			p.next, p.fetched = pt, true
 		}
 		delete(w.resumed, id)

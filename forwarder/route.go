@@ -31,5 +31,5 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	e.at = env.Due
 	w.stats.Held++
 	w.stats.Delivered++
-	w.held = append(w.held, e)
+	w.hold(e)
 }

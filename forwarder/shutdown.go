@@ -17,10 +17,18 @@ func (w *worker) shutdown() {
 	if err := w.cl.Flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)
 	}
-	w.mu.Lock()
-	w.applyAcks(w.cfg.NowFunc())
-	w.commitNow(ctx)
-	w.mu.Unlock()
+	if w.txn != nil {
+		// The last transaction: committed, or aborted and replayed by the
+		// next owner.
+		if err := w.endTxn(ctx); err != nil {
+			w.log.Warn("commit_on_shutdown_failed", "err", err)
+		}
+	} else {
+		w.mu.Lock()
+		w.applyAcks(w.cfg.NowFunc())
+		w.commitNow(ctx)
+		w.mu.Unlock()
+	}
 	// The final commit waited for a background one in flight; its goroutine
 	// is done or about to be, and must be before the client closes.
 	w.commits.Wait()

@@ -7,6 +7,7 @@ type Stats struct {
 	Held         int64 // remainders below the smallest level held until due
 	DeadLettered int64 // records produced to the DLQ
 	Retried      int64 // produces that failed and were tried again
+	Aborted      int64 // transactions aborted, whose records were taken again (exactly-once)
 }
 
 func (s *Stats) add(o Stats) {
@@ -15,4 +16,5 @@ func (s *Stats) add(o Stats) {
 	s.Held += o.Held
 	s.DeadLettered += o.DeadLettered
 	s.Retried += o.Retried
+	s.Aborted += o.Aborted
 }

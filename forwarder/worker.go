@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"time"
@@ -29,8 +30,9 @@ type worker struct {
 	rules  kdelay.Rules
 	log    *slog.Logger
 	cl     *kgo.Client
-	start  time.Time // anchors the ticks of ModePoll
-	dlqMax int       // the largest dead letter the DLQ and the client take, in bytes
+	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
+	start  time.Time                 // anchors the ticks of ModePoll
+	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
 
 	// mu guards everything below it against the rebalance callbacks, which
 	// run on the client's goroutines.
@@ -61,6 +63,11 @@ type worker struct {
 	handedOn sync.Mutex
 	resumeAt map[int32]kgo.EpochOffset // see lost
 	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
+
+	// Exactly-once only, touched by the loop goroutine alone (txn.go).
+	txnProduced bool                    // something was produced in the open transaction
+	txnProduces int                     // produces so far, to see whether applying acks produced more
+	retries     map[retryKey]retryState // failed records' retry state, kept across an abort
 }
 
 type ack struct {
@@ -72,15 +79,16 @@ type ack struct {
 // max.message.bytes, 0 if unknown.
 func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int) (*worker, error) {
 	w := &worker{
-		cfg:    cfg,
-		source: source,
-		group:  group,
-		wait:   wait,
-		rules:  kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
-		log:    cfg.Logger.With("topic", source),
-		start:  cfg.NowFunc(),
-		parts:  map[int32]*partition{},
-		buf:    buffer{limit: cfg.bufferShare()},
+		cfg:     cfg,
+		source:  source,
+		group:   group,
+		wait:    wait,
+		rules:   kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
+		log:     cfg.Logger.With("topic", source),
+		start:   cfg.NowFunc(),
+		parts:   map[int32]*partition{},
+		buf:     buffer{limit: cfg.bufferShare()},
+		retries: map[retryKey]retryState{},
 	}
 	opts := append(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -93,6 +101,10 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		kgo.OnPartitionsLost(w.lost),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
+		// Records of an aborted transaction (exactly-once delivery, now or
+		// before a switch to at-least-once) were never handed on: reading
+		// them would deliver them. Without transactions it changes nothing.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
 		// The client buffers a fetch per broker outside the worker's
 		// buffer, and the broker may return one fetch beyond it: keep both
 		// small beside the share, rather than franz-go's 50 MiB.
@@ -112,11 +124,20 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		// would have every forwarder compress and push them while idle.
 		kgo.DisableClientMetrics(),
 	}, w.groupOpts(group)...), cfg.ClientOpts...)
-	cl, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, err
+	if cfg.Delivery == ExactlyOnce {
+		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, group)...)...)
+		if err != nil {
+			return nil, err
+		}
+		w.txn, w.cl = txn, txn.Client()
+	} else {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.cl = cl
 	}
-	w.cl = cl
+	cl := w.cl
 	// The client refuses a record larger than its own batch limit before
 	// the broker sees it.
 	w.dlqMax = int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
@@ -131,8 +152,18 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 // Records held in memory are not committed, so the next owner re-reads them.
 func (w *worker) run(ctx context.Context) error {
 	defer w.shutdown()
+	if w.txn != nil {
+		if err := w.txn.Begin(); err != nil {
+			return fmt.Errorf("begin transaction: %w", err)
+		}
+	}
 	for ctx.Err() == nil {
 		wake := w.cycle(w.cfg.NowFunc())
+		if w.txn != nil {
+			if err := w.endTxnIfDue(w.cfg.NowFunc()); err != nil {
+				return err
+			}
+		}
 		if err := w.poll(ctx, wake); err != nil {
 			return err
 		}
@@ -177,7 +208,7 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	var fetched int64
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
-			p := w.partition(fp.Partition)
+			p := w.partition(fp.Partition, fp.Records[0].Offset)
 			p.enqueue(fp.Records)
 			for _, r := range fp.Records {
 				fetched += recordSize(r)
@@ -197,10 +228,10 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	return nil
 }
 
-func (w *worker) partition(id int32) *partition {
+func (w *worker) partition(id int32, from int64) *partition {
 	p, ok := w.parts[id]
 	if !ok {
-		p = newPartition(id)
+		p = newPartition(id, from)
 		w.parts[id] = p
 	}
 	return p
@@ -218,7 +249,9 @@ func (w *worker) cycle(now time.Time) time.Time {
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
-	w.commit(now)
+	if w.txn == nil {
+		w.commit(now)
+	}
 	w.ackMu.Lock()
 	w.wakeAfter = w.buf.wakeAfter()
 	w.ackMu.Unlock()
@@ -263,13 +296,17 @@ func (w *worker) releaseAt(r *kgo.Record, now time.Time) time.Time {
 // remaining head is due (the zero time if none).
 func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 	for _, p := range w.parts {
-		for len(p.queue) > 0 {
+		// In exactly-once, a partition waits for a record held in memory
+		// before taking the ones behind it (see txn.go).
+		for len(p.queue) > 0 && (w.txn == nil || p.waiting == 0) {
 			at := w.releaseAt(p.queue[0], now)
 			if at.After(check) {
 				soonest = earliest(soonest, at)
 				break
 			}
-			w.route(p.take(), at, now)
+			e := p.take()
+			w.recall(e)
+			w.route(e, at, now)
 		}
 		w.pauseOrResume(p, now)
 	}
@@ -301,12 +338,19 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 			soonest = earliest(soonest, e.at)
 			keep = append(keep, e)
 		default:
+			e.part.waiting--
 			w.produce(e)
 		}
 	}
 	clear(w.held[len(keep):])
 	w.held = keep
 	return soonest
+}
+
+// hold keeps e in memory until e.at.
+func (w *worker) hold(e *entry) {
+	e.part.waiting++
+	w.held = append(w.held, e)
 }
 
 // earliest returns the earlier of two times, where the zero time means none.

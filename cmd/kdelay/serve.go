@@ -115,6 +115,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		Levels:            cfg.Levels,
 		Group:             cfg.Group,
 		Mode:              forwarder.Mode(cfg.Mode),
+		Delivery:          forwarder.Delivery(cfg.Delivery),
 		CheckInterval:     cfg.CheckInterval,
 		FetchMaxWait:      cfg.FetchMaxWait,
 		MaxBufferedBytes:  cfg.MaxBufferedBytes,

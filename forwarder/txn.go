@@ -1,0 +1,215 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// Exactly-once delivery (Config.Delivery ExactlyOnce).
+//
+// A worker produces into one open transaction at a time, and every
+// CommitInterval ends it: it waits for every produce to be acknowledged,
+// commits its partitions' commit points inside the transaction
+// (TxnOffsetCommit, fenced by the group generation as KIP-447 says), and
+// commits the transaction; the next one begins at once. A read_committed
+// consumer thus sees a record and the offset it came from committed
+// together, or neither: a crash or an abort replays exactly what it never saw.
+//
+// Two things differ from franz-go's GroupTransactSession used as is:
+//
+//   - The offsets committed. End would commit every polled offset
+//     (UncommittedOffsets), but a worker polls records long before they are
+//     due: committing them would lose them on a crash. kdelay rewrites the
+//     request (PreTxnCommitFnContext) to commit its own commit points.
+//   - What an abort rewinds. End rewinds the client to the offsets it
+//     believes committed, which are the polled ones. kdelay forgets
+//     everything it took since its last commit and rewinds each partition to
+//     its own last committed offset (rewind).
+//
+// A commit point may only be committed if nothing above it has been produced:
+// the replay after a crash starts at the commit point, and would produce
+// again what the committed transaction already holds. So in exactly-once a
+// partition takes no record while one taken before waits in memory (a
+// remainder below the smallest level, or a record waiting to be retried):
+// records behind such a remainder are late by up to the smallest level. A
+// transaction in which a produce failed and the records behind it were
+// acknowledged is aborted rather than committed, and the failed record's
+// retry state survives the rewind, so that DeliveryTimeout still bounds it.
+
+// txnOpts are the options of a worker's client in exactly-once delivery.
+func txnOpts(cfg *Config, group string) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.TransactionalID(cfg.InstanceID + "." + group),
+		// An open transaction holds back every read_committed consumer of
+		// the partitions it wrote to: a process that dies for good must not
+		// hold them long. One that restarts aborts it at once (see
+		// Config.InstanceID).
+		kgo.TransactionTimeout(txnTimeout(cfg)),
+	}
+}
+
+// txnTimeout lets a transaction run for its CommitInterval, plus the
+// produces the commit waits for (bounded by DeliveryTimeout's retries), with
+// room to spare.
+func txnTimeout(cfg *Config) time.Duration {
+	return max(10*cfg.CommitInterval, 15*time.Second)
+}
+
+// retryState is what a failed produce leaves for the replay of its record
+// after the transaction is aborted.
+type retryState struct {
+	first    time.Time
+	attempts int
+	lastErr  error
+}
+
+type retryKey struct {
+	partition int32
+	offset    int64
+}
+
+// endTxnIfDue ends the open transaction once CommitInterval has passed since
+// the last end, if anything was produced in it. The loop calls it without
+// mu: End waits for the session's rebalance lock, which a revoke holds while
+// it calls revoked, which takes mu.
+func (w *worker) endTxnIfDue(now time.Time) error {
+	if !w.txnProduced || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
+		return nil
+	}
+	w.lastCommit = now
+	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
+	defer cancel()
+	return w.endTxn(ctx)
+}
+
+// endTxn commits the open transaction with the partitions' commit points, or
+// aborts it and rewinds, then begins the next one. Canceling ctx leaves the
+// transaction's outcome unknown, which the next end resolves by aborting.
+func (w *worker) endTxn(ctx context.Context) error {
+	offsets, consistent := w.settle(ctx)
+	commit := kgo.TransactionEndTry(consistent)
+	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
+		setTxnOffsets(req, w.source, offsets)
+		return nil
+	}
+	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), commit)
+
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.txnProduced = false
+	if committed {
+		for id, o := range offsets {
+			if p, ok := w.parts[id]; ok {
+				p.committed = max(p.committed, o.Offset)
+			}
+		}
+		clear(w.retries)
+		w.log.Debug("transaction_committed", "offsets", offsets)
+	} else {
+		w.stats.Aborted++
+		w.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
+		w.rewind()
+	}
+	if err != nil && fenced(err) {
+		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
+			w.cfg.InstanceID, w.group, err)
+	}
+	if berr := w.txn.Begin(); berr != nil {
+		return fmt.Errorf("begin transaction: %w", errors.Join(berr, err))
+	}
+	return nil
+}
+
+// settle waits until every record produced in the transaction is
+// acknowledged and its outcome applied (a refused record becomes a dead
+// letter, produced in turn), and returns the commit points of the partitions
+// whose point moved. consistent is false when a partition holds a record
+// that failed while records behind it were acknowledged: committing its
+// commit point would replay them after a crash.
+func (w *worker) settle(ctx context.Context) (offsets map[int32]kgo.EpochOffset, consistent bool) {
+	for {
+		if err := w.cl.Flush(ctx); err != nil {
+			w.log.Warn("flush_on_commit_failed", "err", err)
+		}
+		w.mu.Lock()
+		before := w.txnProduces
+		w.applyAcks(w.cfg.NowFunc())
+		if w.txnProduces != before && ctx.Err() == nil {
+			w.mu.Unlock()
+			continue
+		}
+		_, offsets = w.uncommitted()
+		consistent = ctx.Err() == nil
+		for _, p := range w.parts {
+			if p.doneBehind() {
+				consistent = false
+			}
+		}
+		w.mu.Unlock()
+		return offsets, consistent
+	}
+}
+
+// setTxnOffsets makes req commit offsets for topic, and nothing else.
+func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, offsets map[int32]kgo.EpochOffset) {
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for _, t := range req.Topics {
+		if t.Topic == topic {
+			rt.TopicID = t.TopicID
+		}
+	}
+	for id, o := range offsets {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition = id
+		rp.Offset = o.Offset
+		rp.LeaderEpoch = o.Epoch
+		rp.Metadata = &req.MemberID
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = req.Topics[:0]
+	if len(rt.Partitions) > 0 {
+		req.Topics = append(req.Topics, rt)
+	}
+}
+
+// rewind forgets every partition after an aborted transaction and reads each
+// again from its last committed offset: what was taken since is replayed,
+// and what the aborted transaction produced is invisible to read_committed
+// consumers. A record's retry state is kept in retries. mu must be held.
+func (w *worker) rewind() {
+	for _, e := range w.held {
+		if e.attempts > 0 && !e.part.gone {
+			w.retries[retryKey{e.part.id, e.src.Offset}] = retryState{e.first, e.attempts, e.lastErr}
+		}
+	}
+	offsets := map[int32]kgo.EpochOffset{}
+	ids := make([]int32, 0, len(w.parts))
+	for id, p := range w.parts {
+		offsets[id] = p.restart()
+		ids = append(ids, id)
+	}
+	w.forget(ids)
+	w.held = nil
+	w.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{w.source: offsets})
+}
+
+// recall gives a record taken again after a rewind the retry state it had.
+// mu must be held.
+func (w *worker) recall(e *entry) {
+	if s, ok := w.retries[retryKey{e.part.id, e.src.Offset}]; ok {
+		e.first, e.attempts, e.lastErr = s.first, s.attempts, s.lastErr
+	}
+}
+
+// fenced reports whether err says another producer took this transactional
+// id: the worker cannot go on.
+func fenced(err error) bool {
+	return errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)
+}
