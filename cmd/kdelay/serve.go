@@ -59,6 +59,11 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
 	if !cfg.Embedded() {
+		// The forwarder retries what fails; a wrong password or CA fails
+		// every time, so find it out now and say which key to fix.
+		if err := probe(ctx, cfg); err != nil {
+			return stopped(ctx, err)
+		}
 		return s.forward(ctx, cfg.Brokers)
 	}
 	cluster, unlock, err := startBroker(cfg, kafkaLog)
@@ -127,7 +132,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		ReplicationFactor: cfg.ReplicationFactor,
 		Retention:         cfg.Retention,
 		RetentionHeadroom: cfg.RetentionHeadroom,
-		ClientOpts:        []kgo.Opt{kgo.WithLogger(kslog.New(s.kafkaLog))},
+		ClientOpts:        append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
 		Logger:            s.log,
 	}
 }
