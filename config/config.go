@@ -78,6 +78,9 @@ type Config struct {
 	// a Kafka client.
 	TLS  *tls.Config
 	SASL sasl.Mechanism
+	// security is the tls and sasl settings as KDELAY_* variables, for a
+	// child process: see SecurityEnviron.
+	security []string
 
 	File string // the YAML file read, "" when none
 }

@@ -54,6 +54,7 @@ func (l *loader) decode() (Config, error) {
 	if c.Embedded() && c.DataDir == "" {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
 	}
+	c.security = d.securityEnviron()
 	d.crossCheck(c)
 	return c, d.err()
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/x509"
 	"fmt"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,6 +71,22 @@ func (c Config) ClientOpts() []kgo.Opt {
 		opts = append(opts, kgo.SASL(c.SASL))
 	}
 	return opts
+}
+
+// SecurityEnviron is the tls and sasl settings as KDELAY_* variables, for a
+// kdelay process this one starts (bench's kdelay serve): an environment is
+// not on the command line, where every user of the machine could read a
+// password, and the child reads the password file itself.
+func (c Config) SecurityEnviron() []string { return slices.Clone(c.security) }
+
+func (d *decoder) securityEnviron() []string {
+	var env []string
+	for _, k := range securityKeys() {
+		if v := d.text(k.name); v != k.def {
+			env = append(env, envName(k.name)+"="+v)
+		}
+	}
+	return env
 }
 
 // tls reads the tls settings. It loads the files now, so that a missing or
