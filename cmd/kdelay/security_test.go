@@ -113,6 +113,10 @@ func TestSecureDelivery(t *testing.T) {
 				out: &output{ready: make(chan string, 1)}, exited: make(chan struct{}),
 			}
 			startProcess(t, serve)
+			// The how-to follows the ready line.
+			if !eventually(5*time.Second, func() bool { return strings.Contains(serve.out.String(), "need the same TLS and SASL settings") }) {
+				t.Errorf("kdelay serve's how-to does not say that send and tail need its TLS and SASL settings:\n%s", serve.out)
+			}
 
 			send := func(target, value string) {
 				t.Helper()

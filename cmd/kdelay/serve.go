@@ -158,4 +158,9 @@ func printHowTo(w io.Writer, cfg config.Config, brokers []string) {
 	fmt.Fprintf(w, "  echo hello | kcat -P -b %s -t %s -H %s=orders -H %s=90s\n", addr, ingress, kdelay.HeaderTarget, kdelay.HeaderDelay)
 	fmt.Fprintf(w, "  kdelay send%s --target orders --delay 90s hello\n", flags)
 	fmt.Fprintf(w, "Watch them arrive:\n  kdelay tail%s orders\n", flags)
+	if cfg.TLS != nil || cfg.SASL != nil {
+		// The flags above do not repeat them: a password must not be
+		// printed, and a file of settings is what send and tail should share.
+		fmt.Fprintln(w, "send, tail and kcat need the same TLS and SASL settings: the same --config file or KDELAY_* variables")
+	}
 }
