@@ -18,8 +18,8 @@ import (
 // Command runs the forwarder under test as a child process, normally
 // `kdelay serve --brokers ... --topic-prefix ...`, so that its CPU time and
 // memory are its own, apart from the broker's and the benchmark's. It does
-// not pass Setup.ClientOpts: a real cluster that needs TLS or SASL is
-// measured with Running.
+// cannot pass Setup.ClientOpts, which are Go values: Env carries the same
+// settings as `kdelay serve` reads them.
 type Command struct {
 	// Path is the kdelay binary. Default: this process's executable.
 	Path string
@@ -28,6 +28,10 @@ type Command struct {
 	// Stderr receives the child's logs. Default: kept in memory, and the
 	// last of it reported if the child fails.
 	Stderr io.Writer
+	// Env is added to the child's environment: KDELAY_* settings that must
+	// not show on its command line, such as its TLS and SASL settings.
+	// Default: none.
+	Env []string
 }
 
 func (c Command) String() string {
@@ -61,7 +65,7 @@ func (c Command) start(s Setup, extra ...string) (*child, error) {
 		path = exe
 	}
 	cmd := exec.Command(path, append(append(c.args(), serveFlags(s)...), extra...)...)
-	cmd.Env = environ()
+	cmd.Env = append(environ(), c.Env...)
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stdout = tail
 	cmd.Stderr = tail

@@ -15,6 +15,7 @@
 package config
 
 import (
+	"crypto/tls"
 	"fmt"
 	"log/slog"
 	"slices"
@@ -28,6 +29,7 @@ import (
 	"github.com/knadh/koanf/providers/posflag"
 	"github.com/knadh/koanf/v2"
 	"github.com/spf13/pflag"
+	"github.com/twmb/franz-go/pkg/sasl"
 
 	"github.com/kdelay/kdelay/levels"
 )
@@ -73,6 +75,15 @@ type Config struct {
 	LogLevel          slog.Level    // log-level
 	LogFormat         string        // log-format: "text" or "json"
 
+	// TLS is the tls-* settings, nil when tls is false; SASL is the sasl-*
+	// settings, nil when sasl-mechanism is empty. ClientOpts gives them to
+	// a Kafka client.
+	TLS  *tls.Config
+	SASL sasl.Mechanism
+	// security is the tls and sasl settings as KDELAY_* variables, for a
+	// child process: see SecurityEnviron.
+	security []string
+
 	File string // the YAML file read, "" when none
 }
 
@@ -111,11 +122,13 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	if err := l.load(vars, nil, envName); err != nil {
 		return Config{}, err
 	}
-	flags := posflag.ProviderWithValue(fs, ".", nil, func(k, v string) (string, any) {
-		if _, ok := lookup(k); !ok {
+	// Only the flags AddFlags made: a command's own flag of the same name,
+	// such as bench's --brokers, is not a setting of this package.
+	flags := posflag.ProviderWithFlag(fs, ".", nil, func(f *pflag.Flag) (string, any) {
+		if _, ok := f.Value.(*flagValue); !ok {
 			return "", nil
 		}
-		return k, v
+		return f.Name, f.Value.String()
 	})
 	if err := l.load(flags, nil, func(k string) string { return "--" + k }); err != nil {
 		return Config{}, err

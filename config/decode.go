@@ -47,10 +47,17 @@ func (l *loader) decode() (Config, error) {
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
 		LogLevel:          d.logLevel(),
 		LogFormat:         d.oneOf("log-format", "text", "json"),
+		TLS:               d.tls(),
+		SASL:              d.sasl(),
+	}
+	if c.Embedded() && (c.TLS != nil || c.SASL != nil) {
+		name := cmp.Or(d.firstSet(isSecurity), "tls")
+		d.fail(name, "is set, but with no brokers kdelay uses the embedded broker, which is plaintext on loopback; set brokers to your secured cluster, or remove the tls and sasl settings")
 	}
 	if c.Embedded() && c.DataDir == "" {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
 	}
+	c.security = d.securityEnviron()
 	d.crossCheck(c)
 	return c, d.err()
 }

@@ -54,7 +54,10 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},
 	}
-	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format"}
+	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format",
+		// A library user passes TLS and SASL in forwarder.Config.ClientOpts.
+		"tls", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "tls-insecure-skip-verify",
+		"sasl-mechanism", "sasl-username", "sasl-password", "sasl-password-file", "sasl-oauth-token", "sasl-oauth-token-file"}
 
 	for _, s := range shared {
 		t.Run(s.key+" of the "+s.libSource, func(t *testing.T) {

@@ -25,6 +25,7 @@ const (
 	kindDuration kind = "duration" // Go duration: 100ms, 1h30m
 	kindInt      kind = "int"
 	kindSize     kind = "size" // bytes: 64MiB, 1GiB, 67108864
+	kindBool     kind = "bool" // true or false; a flag given alone is true
 )
 
 // key is one setting. Its name is the YAML key and the flag; the environment
@@ -40,11 +41,12 @@ type key struct {
 // defaults of settings the library has too are the library's own, so that
 // kdelay serve and a program using package forwarder behave alike.
 func keys() []key {
-	return []key{
+	return slices.Concat([]key{
 		{"brokers", kindList, "", "Kafka seed brokers, host:port, comma-separated; empty runs an embedded broker"},
 		{"listen", kindString, DefaultListen, "host:port the embedded broker listens on and advertises"},
 		{"data-dir", kindString, "./kdelay-data", "directory where the embedded broker keeps its data, so pending records survive a restart"},
 		{"topic-prefix", kindString, kdelay.DefaultPrefix, "prefix of kdelay's topics: <prefix>.ingress, <prefix>.level.<delay>, <prefix>.dlq"},
+	}, securityKeys(), []key{
 		{"levels", kindList, strings.Join(levels.Default().Names(), ","), "delay levels, Go durations, comma-separated"},
 		{"partitions", kindInt, strconv.Itoa(int(forwarder.DefaultPartitions)), "partitions of the topics kdelay creates"},
 		{"replication-factor", kindInt, strconv.Itoa(int(forwarder.DefaultReplicationFactor)), "replication factor of the topics kdelay creates; -1 uses the broker's default"},
@@ -67,7 +69,7 @@ func keys() []key {
 		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
 		{"log-level", kindString, "info", "debug, info, warn or error"},
 		{"log-format", kindString, "text", "text or json"},
-	}
+	})
 }
 
 // days writes d in whole days: Go durations stop at hours.
@@ -119,12 +121,12 @@ func AddFlags(fs *pflag.FlagSet) {
 }
 
 // AddClientFlags adds --config and the flags that locate kdelay's topics
-// (brokers, listen, topic-prefix): what a command that only produces or
-// consumes needs. also names more of serve's keys to add as flags, for a
-// command that must read kdelay's state as serve sees it: "group" and
-// "levels" name its consumer groups and level topics, "max-delay" is a rule
-// a record is checked against. It panics on a name that is no key: that is a
-// bug in the caller, not a user's mistake.
+// (brokers, listen, topic-prefix) and secure the connection (tls-*, sasl-*):
+// what a command that only produces or consumes needs. also names more of
+// serve's keys to add as flags, for a command that must read kdelay's state
+// as serve sees it: "group" and "levels" name its consumer groups and level
+// topics, "max-delay" is a rule a record is checked against. It panics on a
+// name that is no key: that is a bug in the caller, not a user's mistake.
 func AddClientFlags(fs *pflag.FlagSet, also ...string) {
 	for _, name := range also {
 		if _, ok := lookup(name); !ok {
@@ -132,7 +134,7 @@ func AddClientFlags(fs *pflag.FlagSet, also ...string) {
 		}
 	}
 	ks := slices.DeleteFunc(keys(), func(k key) bool {
-		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix" && !slices.Contains(also, k.name)
+		return k.name != "brokers" && k.name != "listen" && k.name != "topic-prefix" && !isSecurity(k.name) && !slices.Contains(also, k.name)
 	})
 	for i, k := range ks {
 		switch k.name {
@@ -148,8 +150,20 @@ func AddClientFlags(fs *pflag.FlagSet, also ...string) {
 func addFlags(fs *pflag.FlagSet, ks []key) {
 	fs.String(FlagConfig, "", "YAML file of settings (env "+EnvConfig+"); flags override the environment, which overrides the file")
 	for _, k := range ks {
+		if isSecret(k.name) {
+			continue // the environment and the file only: see isSecret
+		}
 		fs.Var(&flagValue{kind: k.kind, s: k.def}, k.name, k.usage)
+		if k.kind == kindBool {
+			fs.Lookup(k.name).NoOptDefVal = "true" // --tls alone means --tls=true
+		}
 	}
+}
+
+// AddSecurityFlags adds --config and the tls-* and sasl-* flags, for a
+// command with flags of its own for the rest, such as bench.
+func AddSecurityFlags(fs *pflag.FlagSet) {
+	addFlags(fs, slices.DeleteFunc(keys(), func(k key) bool { return !isSecurity(k.name) }))
 }
 
 // flagValue keeps a flag's text for decode. A list flag given twice appends,

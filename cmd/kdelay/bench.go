@@ -15,6 +15,7 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/bench"
+	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
@@ -31,6 +32,7 @@ type benchFlags struct {
 	serveLog                     string
 	quiet                        bool
 	serveLogFile                 *os.File
+	security                     config.Config // its tls and sasl settings only
 }
 
 func newBench() *cobra.Command {
@@ -59,6 +61,9 @@ in each mode.`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			w.modesSet = cmd.Flags().Changed("modes")
+			if err := f.loadSecurity(cmd); err != nil {
+				return usageError{err}
+			}
 			cfg, err := f.config(w)
 			if err != nil {
 				return usageError{err}
@@ -89,6 +94,9 @@ a few minutes; use 100000 for a quick look.`,
 		Example: "  kdelay bench scale --json scale.json\n  kdelay bench scale --pending 100000 --burst 100000 --settle 5s --idle 10s",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := f.loadSecurity(cmd); err != nil {
+				return usageError{err}
+			}
 			if err := f.fillScaleConfig(&cfg); err != nil {
 				return usageError{err}
 			}
@@ -123,6 +131,19 @@ func (f *benchFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.svg, "svg", "", "write a chart of lateness per level and mode to this SVG file")
 	fl.StringVar(&f.serveLog, "serve-log", "", "write the logs of the child kdelay serve to this file")
 	fl.BoolVar(&f.quiet, "quiet", false, "show no progress bar")
+	config.AddSecurityFlags(fl)
+}
+
+// loadSecurity reads the tls and sasl settings, from the flags, the
+// environment and --config like those of serve, for the benchmark's
+// clients and its child kdelay serve.
+func (f *benchFlags) loadSecurity(cmd *cobra.Command) error {
+	// bench's --brokers is its own flag: give it to the check that TLS and
+	// SASL go with brokers, not with the embedded broker.
+	env := append(os.Environ(), "KDELAY_BROKERS="+strings.Join(f.brokers, ","))
+	cfg, err := config.Load(cmd.Flags(), env)
+	f.security = cfg
+	return err
 }
 
 // forwarderRunner is the forwarder under test the flags ask for.
@@ -137,7 +158,7 @@ func (f *benchFlags) forwarderRunner() (bench.Runner, error) {
 	case f.runInProcess:
 		return bench.InProcess{}, nil
 	}
-	c := bench.Command{}
+	c := bench.Command{Env: f.security.SecurityEnviron()}
 	if f.serveLog != "" {
 		file, err := os.Create(f.serveLog)
 		if err != nil {
@@ -187,6 +208,7 @@ func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
 	return bench.Config{
 		Brokers: f.brokers, Runner: runner, Modes: modes, Levels: set, Workload: workload,
 		Partitions: f.partitions, Grace: f.grace, Seed: w.seed, Progress: f.progress(), Logger: logger(),
+		ClientOpts: f.security.ClientOpts(),
 	}, nil
 }
 
@@ -196,7 +218,7 @@ func (f *benchFlags) fillScaleConfig(cfg *bench.ScaleConfig) error {
 		return err
 	}
 	cfg.Brokers, cfg.Runner, cfg.Partitions, cfg.Grace = f.brokers, runner, f.partitions, f.grace
-	cfg.Progress, cfg.Logger = f.progress(), logger()
+	cfg.Progress, cfg.Logger, cfg.ClientOpts = f.progress(), logger(), f.security.ClientOpts()
 	return nil
 }
 

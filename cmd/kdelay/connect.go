@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"syscall"
@@ -28,7 +29,13 @@ func connect(ctx context.Context, cfg config.Config, opts ...kgo.Opt) (*kgo.Clie
 	if err := probe(ctx, cfg); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Seeds()...)}, opts...)...)
+	return newClient(cfg, opts...)
+}
+
+// newClient makes a Kafka client for cfg's brokers, with its TLS and SASL
+// settings, once connect has checked that a broker answers.
+func newClient(cfg config.Config, opts ...kgo.Opt) (*kgo.Client, error) {
+	cl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(cfg.Seeds()...)}, cfg.ClientOpts(), opts)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
 	}
@@ -41,22 +48,25 @@ func connect(ctx context.Context, cfg config.Config, opts ...kgo.Opt) (*kgo.Clie
 // the clients that then do the work.
 func probe(ctx context.Context, cfg config.Config) error {
 	var dialed dialHook
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Seeds()...), kgo.WithHooks(&dialed),
-		kgo.DialTimeout(answerTimeout), kgo.RequestTimeoutOverhead(answerTimeout))
+	cl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(cfg.Seeds()...)}, cfg.ClientOpts(),
+		[]kgo.Opt{kgo.WithHooks(&dialed), kgo.DialTimeout(answerTimeout), kgo.RequestTimeoutOverhead(answerTimeout)})...)
 	if err != nil {
 		return fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
 	}
 	defer cl.Close()
 	pingCtx, cancel := context.WithTimeout(ctx, answerTimeout)
 	defer cancel()
-	switch err := cl.Ping(pingCtx); {
+	err = cl.Ping(pingCtx)
+	switch {
 	case err == nil:
 		return nil
 	case ctx.Err() != nil:
 		return ctx.Err() // interrupted: not a problem with the broker
-	default:
-		return unreachable(cfg, err, dialed.accepted.Load())
 	}
+	if why := refused(err); why != nil {
+		return why
+	}
+	return unreachable(cfg, err, dialed.accepted.Load())
 }
 
 // unreachable says why no broker answered and what to do about it.
@@ -74,6 +84,9 @@ func unreachable(cfg config.Config, err error, accepted bool) error {
 		return fmt.Errorf("%s accepted a connection but answered no Kafka request within %s: it is not a Kafka broker, or one that is stuck; %s", addr, answerTimeout, fix)
 	case errors.Is(err, context.DeadlineExceeded) || errors.As(err, &timeout) && timeout.Timeout():
 		return fmt.Errorf("no Kafka broker at %s answered within %s (%v): %s", addr, answerTimeout, err, fix)
+	}
+	if accepted && cfg.TLS == nil {
+		fix += "; if the broker's listener is TLS, set tls to true"
 	}
 	return fmt.Errorf("no Kafka broker at %s: %w: %s", addr, err, fix)
 }

@@ -39,10 +39,9 @@ func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic str
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Seeds()...),
-		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	cl, err := newClient(cfg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
-		return fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
+		return err
 	}
 	defer cl.Close()
 	var read int64

@@ -184,6 +184,8 @@ func sendFailed(err error, topic string, seeds []string) error {
 		return fmt.Errorf("no broker at %s acknowledged the record within %s: start kdelay serve, or point --brokers at your Kafka", brokers, sendTimeout)
 	case errors.Is(err, context.Canceled):
 		return errors.New("interrupted before the broker acknowledged the record: it may or may not have been written")
+	case errors.Is(err, kerr.TopicAuthorizationFailed):
+		return fmt.Errorf("send to %s on %s: %w; the broker's ACLs must allow kdelay's principal WRITE on %s", topic, brokers, err, topic)
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
 		return fmt.Errorf("topic %s does not exist on %s: start kdelay serve first (it creates its topics), or check --topic-prefix", topic, brokers)
 	}

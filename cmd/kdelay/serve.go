@@ -59,6 +59,11 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	}
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
 	if !cfg.Embedded() {
+		// The forwarder retries what fails; a wrong password or CA fails
+		// every time, so find it out now and say which key to fix.
+		if err := probe(ctx, cfg); err != nil {
+			return stopped(ctx, err)
+		}
 		return s.forward(ctx, cfg.Brokers)
 	}
 	cluster, unlock, err := startBroker(cfg, kafkaLog)
@@ -129,7 +134,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		ReplicationFactor: cfg.ReplicationFactor,
 		Retention:         cfg.Retention,
 		RetentionHeadroom: cfg.RetentionHeadroom,
-		ClientOpts:        []kgo.Opt{kgo.WithLogger(kslog.New(s.kafkaLog))},
+		ClientOpts:        append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
 		Logger:            s.log,
 	}
 }
@@ -155,4 +160,9 @@ func printHowTo(w io.Writer, cfg config.Config, brokers []string) {
 	fmt.Fprintf(w, "  echo hello | kcat -P -b %s -t %s -H %s=orders -H %s=90s\n", addr, ingress, kdelay.HeaderTarget, kdelay.HeaderDelay)
 	fmt.Fprintf(w, "  kdelay send%s --target orders --delay 90s hello\n", flags)
 	fmt.Fprintf(w, "Watch them arrive:\n  kdelay tail%s orders\n", flags)
+	if cfg.TLS != nil || cfg.SASL != nil {
+		// The flags above do not repeat them: a password must not be
+		// printed, and a file of settings is what send and tail should share.
+		fmt.Fprintln(w, "send, tail and kcat need the same TLS and SASL settings: the same --config file or KDELAY_* variables")
+	}
 }

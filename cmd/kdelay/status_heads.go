@@ -38,11 +38,11 @@ func readHeads(ctx context.Context, cfg config.Config, want map[string]map[int32
 	if total == 0 {
 		return h
 	}
-	cl, err := kgo.NewClient(kgo.SeedBrokers(cfg.Seeds()...), kgo.ConsumePartitions(offsets),
+	cl, err := newClient(cfg, kgo.ConsumePartitions(offsets),
 		// A head is one record: fetch little beyond it.
 		kgo.FetchMaxPartitionBytes(64<<10), kgo.FetchMaxBytes(4<<20))
 	if err != nil {
-		h.err = fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
+		h.err = err
 		return h
 	}
 	defer cl.Close()

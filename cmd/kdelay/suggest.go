@@ -30,21 +30,28 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 // closeFlags returns the names of cmd's flags close to typed, closest first.
 func closeFlags(cmd *cobra.Command, typed string) []string {
 	type candidate struct {
-		name string
-		dist int
+		name   string
+		begins bool // typed is an abbreviation of it
+		dist   int
 	}
 	var near []candidate
 	visit := func(f *pflag.Flag) {
 		d := editDistance(typed, f.Name)
-		if d > 2 && (len(typed) < 3 || !strings.HasPrefix(f.Name, typed)) {
+		begins := len(typed) >= 3 && strings.HasPrefix(f.Name, typed)
+		if d > 2 && !begins {
 			return
 		}
 		if !slices.ContainsFunc(near, func(c candidate) bool { return c.name == f.Name }) {
-			near = append(near, candidate{f.Name, d})
+			near = append(near, candidate{f.Name, begins, d})
 		}
 	}
 	cmd.Flags().VisitAll(visit)
 	cmd.InheritedFlags().VisitAll(visit)
+	// An abbreviation says what was meant: --lis is --listen cut short,
+	// not --tls with two letters changed.
+	if slices.ContainsFunc(near, func(c candidate) bool { return c.begins }) {
+		near = slices.DeleteFunc(near, func(c candidate) bool { return !c.begins })
+	}
 	slices.SortFunc(near, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.dist, b.dist), strings.Compare(a.name, b.name)) })
 	names := make([]string, 0, min(len(near), 3))
 	for _, c := range near[:min(len(near), 3)] {

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
@@ -87,7 +88,11 @@ func fatal(fetches kgo.Fetches) error {
 	}
 	var err error
 	fetches.EachError(func(topic string, p int32, e error) {
-		if err == nil && !errors.Is(e, context.Canceled) {
+		switch {
+		case err != nil || errors.Is(e, context.Canceled):
+		case errors.Is(e, kerr.TopicAuthorizationFailed):
+			err = fmt.Errorf("consume %s/%d: %w; the broker's ACLs must allow kdelay's principal READ on %s", topic, p, e, topic)
+		default:
 			err = fmt.Errorf("consume %s/%d: %w", topic, p, e)
 		}
 	})
