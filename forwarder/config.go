@@ -230,6 +230,10 @@ type Config struct {
 	// a dialer, a logger.
 	ClientOpts []kgo.Opt
 
+	// Observer is told what every forwarder does, record by record (see
+	// Observer); package admin's Metrics is one. Default: none.
+	Observer Observer
+
 	// Logger receives kdelay's logs. Default: discard.
 	Logger *slog.Logger
 
@@ -259,6 +263,9 @@ func (c Config) WithDefaults() Config {
 	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
 	c.Retention = cmp.Or(c.Retention, DefaultRetention)
 	c.RetentionHeadroom = cmp.Or(c.RetentionHeadroom, DefaultRetentionHeadroom)
+	if c.Observer == nil {
+		c.Observer = nopObserver{}
+	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
 	}
@@ -334,6 +341,7 @@ func (c *Config) fetchMaxBytes() int32 {
 }
 
 type stage struct {
+	level string // the level's name, IngressLevel for the ingress
 	topic string
 	group string // suffix of Config.Group
 	wait  time.Duration
@@ -341,9 +349,9 @@ type stage struct {
 
 // stages are the topics forwarded: the ingress, then each level.
 func (c *Config) stages() []stage {
-	s := []stage{{topic: c.Topics.Ingress(), group: ingressGroup}}
+	s := []stage{{level: IngressLevel, topic: c.Topics.Ingress(), group: ingressGroup}}
 	for _, l := range c.Levels {
-		s = append(s, stage{topic: c.Topics.Level(l.Name), group: levelGroup(l.Name), wait: l.Delay})
+		s = append(s, stage{level: l.Name, topic: c.Topics.Level(l.Name), group: levelGroup(l.Name), wait: l.Delay})
 	}
 	return s
 }

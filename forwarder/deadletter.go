@@ -3,6 +3,7 @@ package forwarder
 import (
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -34,8 +35,9 @@ func (w *worker) deadLetter(e *entry, reason string) {
 	}
 	w.log.Warn("dead_letter", attrs...)
 	e.dead = true
+	e.due = time.Time{} // not a delivery: no lateness to report
 	e.attempts = 0
-	w.stats.DeadLettered++
+	w.count(DeadLettered)
 	w.produce(e)
 }
 

@@ -64,7 +64,7 @@ func findDropped(ctx context.Context, adm *kadm.Client, cfg *Config) ([]dropped,
 			cfg.Logger.Warn("level_topic_not_a_level", "topic", topic, "err", err)
 			continue
 		}
-		d := dropped{stage: stage{topic: topic, group: levelGroup(name), wait: set[0].Delay}, name: name}
+		d := dropped{stage: stage{level: name, topic: topic, group: levelGroup(name), wait: set[0].Delay}, name: name}
 		if d.backlog, err = backlog(ctx, adm, topic, cfg.Group+d.group); err != nil {
 			return nil, err
 		}

@@ -106,7 +106,7 @@ func (f *Forwarder) groups() []string {
 
 // start runs a worker for stage s in g until ctx ends.
 func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
-	w, err := newWorker(&f.cfg, s.topic, f.cfg.Group+s.group, s.wait, f.dlqMax)
+	w, err := newWorker(&f.cfg, s, f.dlqMax)
 	if err != nil {
 		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 	}

@@ -41,6 +41,7 @@ type entry struct {
 	attempts int         // failed produces so far
 	first    time.Time   // the first produce of out, from which DeliveryTimeout counts
 	lastErr  error       // the last failure that says more than that the client gave up
+	due      time.Time   // out is a delivery due then (kdelay-deliver-at); zero for a hop or a dead letter
 	done     bool        // the broker acknowledged out
 	size     int64       // what src counts in the worker's buffer
 }

@@ -29,7 +29,13 @@ func (w *worker) produce(e *entry) {
 	}
 	w.txnProduced = true
 	w.txnProduces++
+	due := e.due
 	w.cl.Produce(context.Background(), e.out, func(_ *kgo.Record, err error) {
+		if err == nil && !due.IsZero() {
+			// Here, not when the loop applies the ack: that may be a
+			// CheckInterval later, and this is when consumers can read it.
+			w.obs.Delivered(w.cfg.NowFunc().Sub(due))
+		}
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
 		w.acks = append(w.acks, ack{e, err})
@@ -103,6 +109,6 @@ func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
 	}
 	w.log.Log(context.Background(), slogLevel(e.dead), "produce_failed", "to", e.out.Topic, "source", source(e.src),
 		"attempt", e.attempts, "retry_in", e.at.Sub(now), "err", err)
-	w.stats.Retried++
+	w.count(Retried)
 	w.hold(e)
 }

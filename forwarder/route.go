@@ -13,23 +13,23 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		return
 	}
 	if !env.Due.After(now) {
-		e.out = env.delivery()
-		w.stats.Delivered++
+		e.out, e.due = env.delivery(), env.Due
+		w.count(Delivered)
 		w.produce(e)
 		return
 	}
 	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok {
 		e.out = env.hop(w.cfg.Topics.Level(l.Name), base)
-		w.stats.Hopped++
+		w.count(Hopped)
 		w.produce(e)
 		return
 	}
 	// Below the smallest level: hold it in memory until due, without
 	// blocking the records behind it. Its offset stays uncommitted until it
 	// is handed on, so a crash re-reads it.
-	e.out = env.delivery()
+	e.out, e.due = env.delivery(), env.Due
 	e.at = env.Due
-	w.stats.Held++
-	w.stats.Delivered++
+	w.count(Held)
+	w.count(Delivered)
 	w.hold(e)
 }

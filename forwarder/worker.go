@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -24,6 +25,8 @@ import (
 // the earliest head is due, never longer than CheckInterval.
 type worker struct {
 	cfg    *Config
+	level  string        // the level's name, IngressLevel for the ingress
+	obs    LevelObserver // told what the worker does
 	source string        // topic consumed
 	group  string        // consumer group
 	wait   time.Duration // how long a record waits in source
@@ -33,6 +36,11 @@ type worker struct {
 	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
 	start  time.Time                 // anchors the ticks of ModePoll
 	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
+
+	// assigned is set once the group has assigned partitions to the worker
+	// (possibly none: a group with more members than partitions), and
+	// cleared when it loses them, until it joins again. See Levels.
+	assigned atomic.Bool
 
 	// mu guards everything below it against the rebalance callbacks, which
 	// run on the client's goroutines.
@@ -75,14 +83,17 @@ type ack struct {
 	err error
 }
 
-// newWorker makes the worker for source. dlqMax is the DLQ's
+// newWorker makes the worker for stage s. dlqMax is the DLQ's
 // max.message.bytes, 0 if unknown.
-func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int) (*worker, error) {
+func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
+	source, group := s.topic, cfg.Group+s.group
 	w := &worker{
 		cfg:     cfg,
+		level:   s.level,
+		obs:     cfg.Observer.Level(s.level),
 		source:  source,
 		group:   group,
-		wait:    wait,
+		wait:    s.wait,
 		rules:   kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
 		log:     cfg.Logger.With("topic", source),
 		start:   cfg.NowFunc(),
@@ -97,8 +108,12 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { w.assigned.Store(true) }),
 		kgo.OnPartitionsRevoked(w.revoked),
-		kgo.OnPartitionsLost(w.lost),
+		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+			w.assigned.Store(false) // until the group takes it back
+			w.lost(ctx, cl, lost)
+		}),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// Records of an aborted transaction (exactly-once delivery, now or
@@ -124,6 +139,7 @@ func newWorker(cfg *Config, source, group string, wait time.Duration, dlqMax int
 		// would have every forwarder compress and push them while idle.
 		kgo.DisableClientMetrics(),
 	}, w.groupOpts(group)...), cfg.ClientOpts...)
+	opts = append(opts, w.obs.ClientOpts()...)
 	if cfg.Delivery == ExactlyOnce {
 		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, group)...)...)
 		if err != nil {
