@@ -1,0 +1,68 @@
+package admin
+
+import (
+	"context"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// The metrics read at each scrape: from the forwarder's memory, and from
+// Kafka for what waits in the topics.
+var (
+	pendingDesc = prometheus.NewDesc(Namespace+"_pending_records",
+		"Records in the level's topic its consumer group has not committed (end offset minus committed offset, summed over partitions; from the start of a partition never committed), as kdelay status counts them. Every kdelay of the group reports the whole level: aggregate with max.",
+		[]string{"level"}, nil)
+	oldestDueDesc = prometheus.NewDesc(Namespace+"_oldest_due_age_seconds",
+		"How long ago the oldest record this kdelay holds for the level and has not handed on was due to leave it; 0 when none is overdue. It grows while a partition is stuck or a produce is retried.",
+		[]string{"level"}, nil)
+	pausedDesc = prometheus.NewDesc(Namespace+"_paused_partitions",
+		"Partitions of the level this kdelay does not fetch from, because their buffered records are not due soon or its memory share is full.",
+		[]string{"level"}, nil)
+	readyDesc = prometheus.NewDesc(Namespace+"_ready",
+		"1 when /readyz would answer 200: started, every level assigned, a broker answers; 0 otherwise.",
+		nil, nil)
+)
+
+// gauges collects the metrics read at each scrape.
+type gauges struct{ s *Server }
+
+func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, readyDesc} {
+		ch <- d
+	}
+}
+
+func (g *gauges) Collect(ch chan<- prometheus.Metric) {
+	s := g.s
+	levels := s.cfg.Forwarder.Levels()
+	now := time.Now()
+	for _, l := range levels {
+		age := 0.0
+		if !l.OldestDue.IsZero() {
+			age = max(now.Sub(l.OldestDue), 0).Seconds()
+		}
+		ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, age, l.Level)
+		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(l.Paused), l.Level)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
+	defer cancel()
+	pending, err := s.pending(ctx, levels)
+	if err != nil {
+		// The other metrics still say a lot; an absent series is what an
+		// alert on pending sees.
+		ch <- prometheus.NewInvalidMetric(pendingDesc, err)
+	}
+	for _, l := range levels {
+		if n, ok := pending[l.Level]; ok {
+			ch <- prometheus.MustNewConstMetric(pendingDesc, prometheus.GaugeValue, float64(n), l.Level)
+		}
+	}
+	rctx, rcancel := context.WithTimeout(context.Background(), readyTimeout)
+	defer rcancel()
+	ready := 0.0
+	if s.ready(rctx) == nil {
+		ready = 1
+	}
+	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+}
