@@ -98,6 +98,9 @@ func serveFlags(s Setup) []string {
 		"--levels", strings.Join(s.Levels.Names(), ","),
 		"--partitions", strconv.Itoa(int(s.Partitions)),
 		"--log-level", "warn",
+		// A fleet runs several on one machine: each admin listener on a
+		// port of its own.
+		"--admin", "127.0.0.1:0",
 	)
 }
 

@@ -72,6 +72,7 @@ type Config struct {
 	SessionTimeout    time.Duration // session-timeout
 	InstanceID        string        // instance-id; "" for the host name
 	ShutdownTimeout   time.Duration // shutdown-timeout
+	Admin             string        // admin: host:port of the admin listener; "" for none
 	LogLevel          slog.Level    // log-level
 	LogFormat         string        // log-format: "text" or "json"
 

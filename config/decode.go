@@ -45,6 +45,7 @@ func (l *loader) decode() (Config, error) {
 		SessionTimeout:    d.duration("session-timeout"),
 		InstanceID:        d.text("instance-id"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
+		Admin:             d.admin(),
 		LogLevel:          d.logLevel(),
 		LogFormat:         d.oneOf("log-format", "text", "json"),
 		TLS:               d.tls(),
@@ -233,6 +234,20 @@ func (d *decoder) listen() string {
 		d.fail("listen", "%q %v; write host:port, e.g. 127.0.0.1:9092", s, err)
 	case net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified():
 		d.fail("listen", "%q is a wildcard address, which the broker would advertise to clients as is; listen on an address they can reach, e.g. 127.0.0.1:9092 or this host's IP", s)
+	}
+	return s
+}
+
+// admin is where the admin listener listens, "" for nowhere. Unlike
+// listen, a wildcard or an empty host is fine: nothing advertises it.
+func (d *decoder) admin() string {
+	s := d.text("admin")
+	if s == "" {
+		return ""
+	}
+	_, p, err := net.SplitHostPort(s)
+	if port, perr := strconv.Atoi(p); err != nil || perr != nil || port < 0 || port > math.MaxUint16 {
+		d.fail("admin", "%q is not host:port; write e.g. %s, :9464 for every interface, or empty to turn the listener off", s, def("admin"))
 	}
 	return s
 }

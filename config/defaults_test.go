@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/client"
 	"github.com/kdelay/kdelay/forwarder"
 )
@@ -53,6 +54,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},
+		{"admin", c.Admin, admin.Config{}.WithDefaults().Addr, "admin listener"},
 	}
 	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format",
 		// A library user passes TLS and SASL in forwarder.Config.ClientOpts.

@@ -133,7 +133,8 @@ func (e *e2e) command(args ...string) *exec.Cmd { return command(e.bin, e.dir, a
 func command(bin, dir string, args ...string) *exec.Cmd {
 	cmd := exec.Command(bin, args...)
 	cmd.Dir = dir
-	cmd.Env = []string{"GORACE=atexit_sleep_ms=0"}
+	// Tests run many serves at once: each admin listener on a free port.
+	cmd.Env = []string{"GORACE=atexit_sleep_ms=0", "KDELAY_ADMIN=127.0.0.1:0"}
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "KDELAY_") && !strings.HasPrefix(kv, "GORACE=") {
 			cmd.Env = append(cmd.Env, kv)

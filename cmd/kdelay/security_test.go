@@ -269,3 +269,22 @@ func TestSecretsNotInHelp(t *testing.T) {
 		}
 	}
 }
+
+// TestSecretsNotInStartLog checks the configuration serve logs at start: it
+// is there, with the secrets redacted.
+func TestSecretsNotInStartLog(t *testing.T) {
+	t.Parallel()
+	const secret = "hunter2-do-not-log"
+	// Nothing listens on port 1: serve logs its configuration, then fails
+	// to reach the broker.
+	c := command(binary(t), t.TempDir(), "serve", "--brokers", "127.0.0.1:1")
+	c.Env = append(c.Env, "KDELAY_SASL_MECHANISM=PLAIN", "KDELAY_SASL_USERNAME=alice", "KDELAY_SASL_PASSWORD="+secret)
+	_, out, _ := runWithin(t, 20*time.Second, c)
+	switch {
+	case strings.Contains(out, secret):
+		t.Errorf("kdelay serve logged a secret:\n%s", out)
+	case !strings.Contains(out, "msg=starting") || !strings.Contains(out, "config.sasl-password="+config.Redacted) ||
+		!strings.Contains(out, "config.sasl-username=alice") || !strings.Contains(out, "config.brokers=127.0.0.1:1"):
+		t.Errorf("kdelay serve did not log its configuration with the password redacted:\n%s", out)
+	}
+}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -12,8 +13,10 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/forwarder"
 )
@@ -54,9 +57,9 @@ exits 0.`,
 // to data-dir. The broker closes last so that the forwarders can commit.
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log, kafkaLog := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
-	if cfg.File != "" {
-		log.Info("config_loaded", "file", cfg.File)
-	}
+	cfg.InstanceID = cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID())
+	// What this process runs with, secrets redacted: see config.LogValue.
+	log.Info("starting", "version", version(), "config", cfg)
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
 	if !cfg.Embedded() {
 		// The forwarder retries what fails; a wrong password or CA fails
@@ -84,23 +87,42 @@ type server struct {
 	stderr        io.Writer
 }
 
-// forward runs the forwarder on brokers until ctx ends, and prints how to
-// use kdelay once it is ready.
+// forward runs the forwarder on brokers, and the admin listener beside it,
+// until ctx ends or either fails, and prints how to use kdelay once it is
+// ready. Both stop together; the listener answers until the forwarder has
+// stopped or for its own shutdown's 5s, whichever is shorter.
 func (s server) forward(ctx context.Context, brokers []string) error {
-	f, err := forwarder.New(s.forwarderConfig(brokers))
+	fcfg := s.forwarderConfig(brokers)
+	var metrics *admin.Metrics
+	if s.cfg.Admin != "" {
+		metrics = admin.NewMetrics()
+		fcfg.Observer = metrics
+	}
+	f, err := forwarder.New(fcfg)
 	if err != nil {
 		return usageError{err}
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	if metrics != nil {
+		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Metrics: metrics, Brokers: brokers,
+			ClientOpts: fcfg.ClientOpts, Logger: s.log})
+		if err != nil {
+			return err
+		}
+		g.Go(func() error { return srv.Run(gctx) })
+	}
 	defer context.AfterFunc(ctx, func() { s.log.Info("shutting_down") })()
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
+	done := make(chan struct{})
+	g.Go(func() error {
+		defer close(done)
+		return f.Run(gctx)
+	})
 	select {
 	case <-f.Ready():
 		printHowTo(s.stderr, s.cfg, brokers)
-	case err := <-done:
-		return stopped(ctx, err)
+	case <-done:
 	}
-	return stopped(ctx, <-done)
+	return stopped(ctx, g.Wait())
 }
 
 // stopped is nil for a shutdown: a signal during start-up cancels whatever
