@@ -55,7 +55,7 @@ func keys() []key {
 		{"retention-headroom", kindDuration, kdelay.DurationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
 		{"group", kindString, forwarder.DefaultGroup, "consumer group prefix; kdelay processes sharing it share the work"},
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
-		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "longest a forwarder sleeps without looking at its partitions; the tick of poll mode"},
+		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "the tick of poll mode; exact mode wakes when a head is due or a record arrives"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
 		{"max-buffered-bytes", kindSize, units.BytesSize(float64(forwarder.DefaultMaxBufferedBytes)),
 			"bytes of records kdelay holds in memory, shared equally by the ingress and each level; a burst beyond a share is delivered at the broker's pace"},

@@ -18,7 +18,7 @@ type Mode string
 
 const (
 	// ModeExact pauses a partition whose head is not due and wakes exactly
-	// when it is, never sleeping longer than CheckInterval.
+	// when it is, or when a new record arrives.
 	ModeExact Mode = "exact"
 
 	// ModePoll behaves like RocketMQ's delay levels: it looks at every head
@@ -61,8 +61,8 @@ const (
 	DefaultDelivery = AtLeastOnce
 
 	// DefaultCheckInterval is poll mode's tick, which its records can be
-	// late by; an idle forwarder wakes ten times a second, which costs next
-	// to nothing.
+	// late by. Exact mode does not tick: it wakes when a head is due or a
+	// record arrives.
 	DefaultCheckInterval = 100 * time.Millisecond
 
 	// DefaultFetchMaxWait is a tenth of franz-go's 5s: a paused partition is
@@ -142,9 +142,11 @@ type Config struct {
 	// AtLeastOnce.
 	Delivery Delivery
 
-	// CheckInterval is the longest a forwarder sleeps without looking at its
-	// partitions, and the tick of ModePoll. Default DefaultCheckInterval,
-	// 100ms.
+	// CheckInterval is the tick of ModePoll. ModeExact wakes when a head is
+	// due or a record arrives, and uses it only as a margin: a paused
+	// partition resumes FetchMaxWait plus CheckInterval before its buffered
+	// records run out, and a commit held back by the one in flight is tried
+	// again this often. Default DefaultCheckInterval, 100ms.
 	CheckInterval time.Duration
 
 	// FetchMaxWait bounds how long a fetch waits for new records. A

@@ -40,6 +40,7 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 	w.applyAcks(w.cfg.NowFunc())
 	w.commitNow(fctx)
 	w.forget(lost[w.source])
+	w.nudge()
 }
 
 // lost runs when the group moved on without us (a session timeout, or every
@@ -51,6 +52,11 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.txn == nil {
+		// Acknowledgements the loop has not applied yet count too: it
+		// sleeps until something is due, not until a produce succeeds.
+		w.applyAcks(w.cfg.NowFunc())
+	}
 	w.handedOn.Lock()
 	for _, id := range lost[w.source] {
 		if w.txn != nil {
@@ -67,6 +73,7 @@ func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 	}
 	w.handedOn.Unlock()
 	w.forget(lost[w.source])
+	w.nudge()
 }
 
 // adjustOffsets runs when partitions are assigned, with the offsets they
@@ -76,6 +83,8 @@ func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 // topic) and acknowledged by the broker, so skipping it loses nothing; if
 // another member went further and committed, its offset is the later one.
 func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	// The loop applies resumed at its next cycle, which commits it.
+	defer w.nudge()
 	w.handedOn.Lock()
 	defer w.handedOn.Unlock()
 	for id, o := range offsets[w.source] {

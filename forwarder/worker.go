@@ -22,7 +22,8 @@ import (
 // A partition's records become due in offset order, so the worker looks only
 // at each partition's head. While the head is not due the partition is paused,
 // so its records stay in Kafka rather than in memory, and the loop sleeps until
-// the earliest head is due, never longer than CheckInterval.
+// the earliest thing it must do (see wakeAt): with nothing due it sleeps in
+// the fetch, which a new record ends at once.
 type worker struct {
 	cfg    *Config
 	level  string        // the level's name, IngressLevel for the ingress
@@ -59,6 +60,7 @@ type worker struct {
 	ackMu      sync.Mutex
 	acks       []ack
 	failed     bool  // an ack in acks is a failure
+	nudged     bool  // a rebalance changed what the loop must do (nudge)
 	acked      int64 // bytes of the successful acks in acks
 	wakeAfter  int64 // wake the poll once acked reaches it; 0: never
 	wakeFn     context.CancelFunc
@@ -190,10 +192,14 @@ func (w *worker) run(ctx context.Context) error {
 // poll waits for records until the wake time, an early wake from a failed
 // produce, or the end of ctx, and queues what it fetched.
 func (w *worker) poll(ctx context.Context, wake time.Time) error {
-	pctx, cancel := context.WithDeadline(ctx, wake)
+	pctx, cancel := context.WithCancel(ctx)
+	if !wake.IsZero() {
+		pctx, cancel = context.WithDeadline(ctx, wake)
+	}
 	defer cancel()
 	w.ackMu.Lock()
-	if w.failed || (w.wakeAfter > 0 && w.acked >= w.wakeAfter) {
+	if w.failed || w.nudged || (w.wakeAfter > 0 && w.acked >= w.wakeAfter) {
+		w.nudged = false
 		w.ackMu.Unlock()
 		return nil
 	}
@@ -278,7 +284,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	if w.cfg.Mode == ModePoll {
 		return tick
 	}
-	return earliest(soonest, now.Add(w.cfg.CheckInterval))
+	return w.wakeAt(soonest, now)
 }
 
 // clock returns the times heads and held records are compared with, and the
@@ -337,11 +343,16 @@ func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 func (w *worker) pauseOrResume(p *partition, now time.Time) {
 	p.notDue = false
 	if n := len(p.queue); n > 0 {
-		ahead := now.Add(w.cfg.FetchMaxWait + w.cfg.CheckInterval)
+		ahead := now.Add(w.resumeLead())
 		p.notDue = w.releaseAt(p.queue[n-1], now).After(ahead)
 	}
 	w.setFetching(p)
 }
+
+// resumeLead is how long before its last buffered record is due a paused
+// partition resumes: the fetch already in flight may last FetchMaxWait, and
+// a poll-mode cycle may come CheckInterval late.
+func (w *worker) resumeLead() time.Duration { return w.cfg.FetchMaxWait + w.cfg.CheckInterval }
 
 // releaseHeld produces held records due by check and returns when the
 // earliest remaining one is due (the zero time if none).
