@@ -11,10 +11,10 @@ import (
 	"github.com/kdelay/kdelay/levels"
 )
 
-// TestDeliveryReachesTheForwarder: the delivery a benchmark asks for is the
+// TestBenchDelivery: the delivery a benchmark asks for is the
 // one the forwarder under test runs, whether `kdelay serve` as a child or
 // the forwarder in this process; none asked for leaves serve's default.
-func TestDeliveryReachesTheForwarder(t *testing.T) {
+func TestBenchDelivery(t *testing.T) {
 	t.Parallel()
 	t.Run("a child kdelay serve gets --delivery", func(t *testing.T) {
 		t.Parallel()
@@ -64,10 +64,10 @@ func TestDeliveryReachesTheForwarder(t *testing.T) {
 	})
 }
 
-// TestFaultDelivery: bench faults passes --delivery to every kdelay serve,
+// TestFaultsDelivery: bench faults passes --delivery to every kdelay serve,
 // and reads an exactly-once target read_committed, the only way its
 // promise holds.
-func TestFaultDelivery(t *testing.T) {
+func TestFaultsDelivery(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		cfg           FaultConfig
@@ -124,8 +124,10 @@ func TestRunExactlyOnce(t *testing.T) {
 				g.Name, g.Sent, g.Delivered, g.Lost, g.Duplicates, g.Early)
 		}
 	}
-	if rep.Copy == nil || rep.Copy.Kdelay <= 0 {
-		t.Errorf("copy %+v, want kdelay's exactly-once throughput", rep.Copy)
+	// 100 records commit in one transaction, so they arrive at once: no
+	// rate to assert, only that the comparison ran.
+	if rep.Copy == nil || rep.Copy.Records != 100 || len(rep.Copy.KdelayRuns) != 1 {
+		t.Errorf("copy %+v, want one run of 100 records through kdelay", rep.Copy)
 	}
 	var table strings.Builder
 	if err := WriteTable(&table, rep); err != nil || !strings.Contains(table.String(), "delivery exactly-once") {
