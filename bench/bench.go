@@ -35,7 +35,8 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, err
 	}
 	defer c.close()
-	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String()}
+	c.readOpts = readOpts(cfg.Delivery)
+	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String(), Delivery: cfg.Delivery}
 	machineAtStart := startMachine()
 	for _, mode := range cfg.Modes {
 		res, err := measureMode(ctx, c, &cfg, mode)

@@ -25,6 +25,7 @@ type cluster struct {
 	brokers    []string
 	fake       *kfake.Cluster // nil on a real cluster
 	opts       []kgo.Opt
+	readOpts   []kgo.Opt   // of the consumers that read what the forwarder delivered
 	cl         *kgo.Client // produces with ProducerLinger(0), as the forwarder does
 	adm        *kadm.Client
 	runPrefix  string
@@ -116,10 +117,10 @@ func (c *cluster) createTopics(ctx context.Context, topics ...string) error {
 	return errors.Join(errs...)
 }
 
-// collector starts consuming topic, and returns once it reads every
-// partition; it runs until ctx ends.
+// collector starts consuming topic with the cluster's readOpts, and
+// returns once it reads every partition; it runs until ctx ends.
 func (c *cluster) collector(ctx context.Context, topic string) (*collector, error) {
-	return c.collect(ctx, topic, false)
+	return c.collect(ctx, topic, false, c.readOpts...)
 }
 
 // collect is collector with a trace of every record's arrivals when traced,

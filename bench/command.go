@@ -85,13 +85,17 @@ func (c Command) start(s Setup, extra ...string) (*child, error) {
 
 // serveFlags are the flags of `kdelay serve` for s; the rest keeps its
 // defaults. With no brokers, serve runs its own embedded broker, on the
-// --listen and --data-dir that Args give it.
+// --listen and --data-dir that Args give it. A Setup without a delivery
+// leaves serve's default.
 func serveFlags(s Setup) []string {
-	var brokers []string
+	var flags []string
 	if len(s.Brokers) > 0 {
-		brokers = []string{"--brokers", strings.Join(s.Brokers, ",")}
+		flags = []string{"--brokers", strings.Join(s.Brokers, ",")}
 	}
-	return append(brokers,
+	if s.Delivery != "" {
+		flags = append(flags, "--delivery", string(s.Delivery))
+	}
+	return append(flags,
 		"--topic-prefix", s.Topics.Prefix,
 		"--group", s.Group,
 		"--mode", string(s.Mode),

@@ -30,6 +30,14 @@ type Config struct {
 	// exact, then poll.
 	Modes []forwarder.Mode
 
+	// Delivery is the forwarder's delivery, forwarder.AtLeastOnce or
+	// forwarder.ExactlyOnce. With ExactlyOnce every consumer the benchmark
+	// makes reads with isolation.level=read_committed, as a consumer of a
+	// transactional delivery must, so lateness counts the wait for the
+	// transaction to commit. Default forwarder.DefaultDelivery,
+	// at-least-once. A running forwarder has its own: name it.
+	Delivery forwarder.Delivery
+
 	// Levels are the forwarder's delay levels. Default levels.Default().
 	Levels levels.Set
 
@@ -133,6 +141,7 @@ func (c Config) WithDefaults() Config {
 	if len(c.Modes) == 0 {
 		c.Modes = []forwarder.Mode{forwarder.ModeExact, forwarder.ModePoll}
 	}
+	c.Delivery = cmp.Or(c.Delivery, forwarder.DefaultDelivery)
 	if len(c.Levels) == 0 {
 		c.Levels = levels.Default()
 	}
@@ -160,6 +169,7 @@ func (c Config) validate() error {
 			errs = append(errs, fmt.Errorf("modes: %q is not a mode; use %q or %q", m, forwarder.ModeExact, forwarder.ModePoll))
 		}
 	}
+	errs = append(errs, validDelivery(c.Delivery))
 	if _, attached := c.Runner.(Running); attached && len(c.Modes) != 1 {
 		errs = append(errs, fmt.Errorf("modes: a running forwarder has one mode; name the one it runs, not %v", c.Modes))
 	}
@@ -167,6 +177,24 @@ func (c Config) validate() error {
 		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
 	}
 	return errors.Join(append(errs, c.Workload.validate(c.Levels))...)
+}
+
+// validDelivery is nil for a delivery the forwarder has, else an error
+// that names them.
+func validDelivery(d forwarder.Delivery) error {
+	if d != forwarder.AtLeastOnce && d != forwarder.ExactlyOnce {
+		return fmt.Errorf("delivery: %q is not a delivery; use %q or %q", d, forwarder.AtLeastOnce, forwarder.ExactlyOnce)
+	}
+	return nil
+}
+
+// readOpts are the options of every consumer that reads what the forwarder
+// delivered: a transactional delivery is read committed, as its users must.
+func readOpts(d forwarder.Delivery) []kgo.Opt {
+	if d == forwarder.ExactlyOnce {
+		return []kgo.Opt{kgo.FetchIsolationLevel(kgo.ReadCommitted())}
+	}
+	return nil
 }
 
 func (w Workload) validate(set levels.Set) error {

@@ -1,20 +1,25 @@
 package bench
 
-import "time"
+import (
+	"time"
+
+	"github.com/kdelay/kdelay/forwarder"
+)
 
 // FaultReport is what Faults measured: plain data, which WriteFaultTable
 // and WriteFaultJSON write out. Durations are nanoseconds in JSON.
 type FaultReport struct {
-	Started    time.Time     `json:"started"`
-	Elapsed    time.Duration `json:"elapsed_ns"`
-	Machine    Machine       `json:"machine"`
-	Broker     string        `json:"broker"`    // "embedded" or the seed brokers
-	Isolation  string        `json:"isolation"` // the collector's isolation.level
-	ServeFlags []string      `json:"serve_flags,omitempty"`
-	Rate       int           `json:"rate"` // records per second
-	MaxDelay   time.Duration `json:"max_delay_ns"`
-	Duration   time.Duration `json:"duration_ns"` // of writing, per scenario
-	Grace      time.Duration `json:"grace_ns"`
+	Started    time.Time          `json:"started"`
+	Elapsed    time.Duration      `json:"elapsed_ns"`
+	Machine    Machine            `json:"machine"`
+	Broker     string             `json:"broker"`    // "embedded" or the seed brokers
+	Delivery   forwarder.Delivery `json:"delivery"`  // every kdelay serve's
+	Isolation  string             `json:"isolation"` // the collector's isolation.level
+	ServeFlags []string           `json:"serve_flags,omitempty"`
+	Rate       int                `json:"rate"` // records per second
+	MaxDelay   time.Duration      `json:"max_delay_ns"`
+	Duration   time.Duration      `json:"duration_ns"` // of writing, per scenario
+	Grace      time.Duration      `json:"grace_ns"`
 
 	Scenarios []FaultResult `json:"scenarios"`
 }

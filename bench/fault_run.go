@@ -117,7 +117,7 @@ func (r *faultRun) open(ctx context.Context) error {
 	r.res.Broker = c.String()
 	setup := Setup{
 		Brokers: c.brokers, Topics: kdelay.Topics{Prefix: r.name}, Group: r.name, Mode: forwarder.ModeExact,
-		Levels: r.cfg.Levels, Partitions: r.cfg.Partitions, Logger: r.cfg.Logger,
+		Delivery: r.cfg.Delivery, Levels: r.cfg.Levels, Partitions: r.cfg.Partitions, Logger: r.cfg.Logger,
 	}
 	if r.dataDir != "" {
 		setup.Brokers = nil // serve runs its own

@@ -13,6 +13,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -87,12 +88,17 @@ type FaultConfig struct {
 	Levels levels.Set
 	// Partitions of every topic created. Default 6.
 	Partitions int32
+	// Delivery is every kdelay serve's --delivery. Default
+	// forwarder.DefaultDelivery, at-least-once.
+	Delivery forwarder.Delivery
 	// ServeFlags are added to every kdelay serve's command line, e.g.
-	// --session-timeout 6s or a delivery mode.
+	// --session-timeout 6s.
 	ServeFlags []string
 	// ReadCommitted makes the collector read with isolation.level=
 	// read_committed, as a consumer of a transactional delivery must.
-	// Default false: read_uncommitted, Kafka's default.
+	// Default: true with exactly-once delivery, which promises nothing to
+	// any other reader; false otherwise (read_uncommitted, Kafka's
+	// default).
 	ReadCommitted bool
 	// LocalKafka is the scripts/local-kafka that broker-restart runs on
 	// --brokers; it controls the broker on the port of Brokers[0]. Default
@@ -121,6 +127,8 @@ func (c FaultConfig) WithDefaults() FaultConfig {
 	c.Grace = cmp.Or(c.Grace, 2*time.Minute)
 	c.BackTimeout = cmp.Or(c.BackTimeout, 2*time.Minute)
 	c.Settle = cmp.Or(c.Settle, 3*time.Second)
+	c.Delivery = cmp.Or(c.Delivery, forwarder.DefaultDelivery)
+	c.ReadCommitted = c.ReadCommitted || c.Delivery == forwarder.ExactlyOnce
 	if len(c.Levels) == 0 {
 		c.Levels = levels.Default()
 	}
@@ -134,7 +142,7 @@ func (c FaultConfig) WithDefaults() FaultConfig {
 }
 
 func (c FaultConfig) validate() error {
-	var errs []error
+	errs := []error{validDelivery(c.Delivery)}
 	for _, s := range c.Scenarios {
 		if !slices.Contains(Scenarios, s) {
 			errs = append(errs, fmt.Errorf("scenarios: %q is not a scenario; pick from %s", s, strings.Join(Scenarios, ", ")))
@@ -198,7 +206,7 @@ func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 		return nil, err
 	}
 	rep := &FaultReport{
-		Started: time.Now(), Broker: brokerName(cfg.Brokers), Isolation: cfg.isolation(), ServeFlags: cfg.ServeFlags,
+		Started: time.Now(), Broker: brokerName(cfg.Brokers), Delivery: cfg.Delivery, Isolation: cfg.isolation(), ServeFlags: cfg.ServeFlags,
 		Rate: cfg.Rate, MaxDelay: cfg.MaxDelay, Duration: cfg.Duration, Grace: cfg.Grace,
 	}
 	machineAtStart := startMachine()

@@ -80,7 +80,7 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 
 func (c *cluster) forwarderSetup(cfg *Config, name string, mode forwarder.Mode) Setup {
 	return Setup{
-		Brokers: c.brokers, Topics: kdelay.Topics{Prefix: name}, Group: name, Mode: mode, Levels: cfg.Levels,
+		Brokers: c.brokers, Topics: kdelay.Topics{Prefix: name}, Group: name, Mode: mode, Delivery: cfg.Delivery, Levels: cfg.Levels,
 		Partitions: cfg.Partitions, ClientOpts: c.opts, Logger: cfg.Logger,
 	}
 }

@@ -20,6 +20,7 @@ func WriteBenchfmt(w io.Writer, r *Report) error {
 	configLines := [][2]string{
 		{"goos", r.Machine.OS}, {"goarch", r.Machine.Arch}, {"pkg", "github.com/kdelay/kdelay/bench"},
 		{"cpu", r.Machine.Model}, {"broker", r.Broker}, {"forwarder", r.Runner},
+		{"delivery", string(r.Delivery)},
 	}
 	for _, kv := range configLines {
 		if kv[1] != "" {

@@ -14,8 +14,8 @@ import (
 // each scenario, then lateness over all records and over those due during
 // a fault.
 func WriteFaultTable(w io.Writer, r *FaultReport) error {
-	fmt.Fprintf(w, "kdelay bench faults on %s: %d records/s for %s per scenario, delays 0-%s, grace %s, consumer %s\n",
-		r.Broker, r.Rate, r.Duration, r.MaxDelay, r.Grace, r.Isolation)
+	fmt.Fprintf(w, "kdelay bench faults on %s: %d records/s for %s per scenario, delays 0-%s, grace %s, delivery %s, consumer %s\n",
+		r.Broker, r.Rate, r.Duration, r.MaxDelay, r.Grace, r.Delivery, r.Isolation)
 	if len(r.ServeFlags) > 0 {
 		fmt.Fprintf(w, "kdelay serve %s\n", strings.Join(r.ServeFlags, " "))
 	}

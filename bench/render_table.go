@@ -16,7 +16,11 @@ import (
 // line ("key: value"), so the tables and WriteBenchfmt's lines can share a
 // file that benchstat reads.
 func WriteTable(w io.Writer, r *Report) error {
-	fmt.Fprintf(w, "kdelay bench on %s, forwarder %s\n", r.Broker, r.Runner)
+	fmt.Fprintf(w, "kdelay bench on %s, forwarder %s", r.Broker, r.Runner)
+	if r.Delivery != "" {
+		fmt.Fprintf(w, ", delivery %s", r.Delivery)
+	}
+	fmt.Fprintln(w)
 	fmt.Fprintf(w, "Machine %d CPUs (%s), GOMAXPROCS %d, %s, steal %s, run took %s\n\n",
 		r.Machine.CPUs, r.Machine.Model, r.Machine.GOMAXPROCS, r.Machine.Go, percent(r.Machine.Steal), r.Elapsed.Round(time.Second))
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -16,6 +16,9 @@ type Report struct {
 	Machine Machine       `json:"machine"`
 	Broker  string        `json:"broker"` // "embedded kfake" or the seed brokers
 	Runner  string        `json:"runner"` // how the forwarder under test ran
+	// Delivery is the forwarder's; with exactly-once the benchmark read
+	// its target read_committed.
+	Delivery forwarder.Delivery `json:"delivery,omitempty"`
 
 	Modes []ModeResult `json:"modes,omitempty"`
 	Copy  *CopyResult  `json:"copy,omitempty"`

@@ -29,10 +29,20 @@ type Setup struct {
 	Topics     kdelay.Topics
 	Group      string
 	Mode       forwarder.Mode
+	Delivery   forwarder.Delivery
 	Levels     levels.Set
 	Partitions int32
 	ClientOpts []kgo.Opt
 	Logger     *slog.Logger
+}
+
+// forwarderConfig is the forwarder.Config of s; the rest keeps the
+// library's defaults, as `kdelay serve` keeps its own.
+func (s Setup) forwarderConfig() forwarder.Config {
+	return forwarder.Config{
+		Brokers: s.Brokers, Topics: s.Topics, Group: s.Group, Mode: s.Mode, Delivery: s.Delivery, Levels: s.Levels,
+		Partitions: s.Partitions, ClientOpts: s.ClientOpts, Logger: s.Logger,
+	}
 }
 
 // Instance is a forwarder under test, running.
@@ -59,10 +69,7 @@ func (InProcess) String() string { return "in-process" }
 // Start runs forwarder.New(...).Run in a goroutine and returns once it is
 // Ready.
 func (InProcess) Start(ctx context.Context, s Setup) (Instance, error) {
-	f, err := forwarder.New(forwarder.Config{
-		Brokers: s.Brokers, Topics: s.Topics, Group: s.Group, Mode: s.Mode, Levels: s.Levels,
-		Partitions: s.Partitions, ClientOpts: s.ClientOpts, Logger: s.Logger,
-	})
+	f, err := forwarder.New(s.forwarderConfig())
 	if err != nil {
 		return nil, err
 	}

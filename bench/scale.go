@@ -49,7 +49,9 @@ type ScaleConfig struct {
 	// Idle is how long CPU is measured while records wait. Default 30s.
 	Idle time.Duration
 
-	// Partitions, Grace, Progress, ClientOpts and Logger are as in Config.
+	// Delivery, Partitions, Grace, Progress, ClientOpts and Logger are as
+	// in Config.
+	Delivery   forwarder.Delivery
 	Partitions int32
 	Grace      time.Duration
 	Progress   io.Writer
@@ -68,18 +70,19 @@ func (c ScaleConfig) WithDefaults() ScaleConfig {
 	// phase runs with.
 	run := c.runConfig().WithDefaults()
 	c.Runner, c.Levels, c.Partitions, c.Grace, c.Logger = run.Runner, run.Levels, run.Partitions, run.Grace, run.Logger
+	c.Delivery = run.Delivery
 	return c
 }
 
 func (c ScaleConfig) runConfig() Config {
 	return Config{
-		Brokers: c.Brokers, Runner: c.Runner, Modes: []forwarder.Mode{forwarder.ModeExact}, Levels: c.Levels,
-		Partitions: c.Partitions, Grace: c.Grace, Progress: c.Progress, ClientOpts: c.ClientOpts, Logger: c.Logger,
+		Brokers: c.Brokers, Runner: c.Runner, Modes: []forwarder.Mode{forwarder.ModeExact}, Delivery: c.Delivery,
+		Levels: c.Levels, Partitions: c.Partitions, Grace: c.Grace, Progress: c.Progress, ClientOpts: c.ClientOpts, Logger: c.Logger,
 	}
 }
 
 func (c ScaleConfig) validate() error {
-	var errs []error
+	errs := []error{validDelivery(c.Delivery)}
 	for name, n := range map[string]int{"pending": c.Pending, "burst": c.Burst} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("%s: %d is negative; give a number of records such as 100000", name, n))
@@ -119,7 +122,8 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*Report, error) {
 		return nil, err
 	}
 	defer c.close()
-	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: run.Runner.String()}
+	c.readOpts = readOpts(run.Delivery)
+	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: run.Runner.String(), Delivery: run.Delivery}
 	machineAtStart := startMachine()
 	res, err := measureScale(ctx, c, &run, &cfg)
 	if err != nil {

@@ -27,6 +27,7 @@ type benchFlags struct {
 	prefix, group                string
 	pid                          int
 	partitions                   int32
+	delivery                     string
 	grace                        time.Duration
 	json, benchfmt, svg          string
 	serveLog                     string
@@ -56,6 +57,7 @@ a progress bar on stderr, and writes --json, --svg and --benchfmt files. The def
 workload takes about 7 minutes on the embedded broker: its longest delay, 3m17s, runs
 in each mode.`,
 		Example: `  kdelay bench --json bench.json --svg bench.svg | tee bench.txt
+  kdelay bench --delivery exactly-once --modes exact --json bench-eos.json
   kdelay bench --levels 1s,5s --delays 1.4s,7.3s --burst 1000 --copy 10000
   benchstat -col /mode bench.txt`,
 		Args: usageArgs(cobra.NoArgs),
@@ -124,6 +126,8 @@ func (f *benchFlags) add(fl *pflag.FlagSet) {
 	fl.StringVar(&f.prefix, "topic-prefix", kdelay.DefaultPrefix, "with --running: the topic prefix of the running kdelay serve")
 	fl.StringVar(&f.group, "group", "kdelay", "with --running: the group of the running kdelay serve")
 	fl.IntVar(&f.pid, "pid", 0, "with --running: its process id, to read its CPU and memory")
+	fl.StringVar(&f.delivery, "delivery", string(forwarder.DefaultDelivery),
+		`the forwarder's delivery: at-least-once, or exactly-once, whose target is read with isolation.level=read_committed; with --running, the one it runs`)
 	fl.Int32Var(&f.partitions, "partitions", 6, "partitions of the topics the benchmark and the forwarder create")
 	fl.DurationVar(&f.grace, "grace", 30*time.Second, "how long after its due time a record may arrive before it counts as lost")
 	fl.StringVar(&f.json, "json", "", "write the report as JSON to this file")
@@ -206,7 +210,7 @@ func (f *benchFlags) config(w workloadFlags) (bench.Config, error) {
 		return bench.Config{}, errors.New("--running measures the one mode the running kdelay serve has: name it with --modes exact or --modes poll")
 	}
 	return bench.Config{
-		Brokers: f.brokers, Runner: runner, Modes: modes, Levels: set, Workload: workload,
+		Brokers: f.brokers, Runner: runner, Modes: modes, Delivery: forwarder.Delivery(f.delivery), Levels: set, Workload: workload,
 		Partitions: f.partitions, Grace: f.grace, Seed: w.seed, Progress: f.progress(), Logger: logger(),
 		ClientOpts: f.security.ClientOpts(),
 	}, nil
@@ -218,6 +222,7 @@ func (f *benchFlags) fillScaleConfig(cfg *bench.ScaleConfig) error {
 		return err
 	}
 	cfg.Brokers, cfg.Runner, cfg.Partitions, cfg.Grace = f.brokers, runner, f.partitions, f.grace
+	cfg.Delivery = forwarder.Delivery(f.delivery)
 	cfg.Progress, cfg.Logger, cfg.ClientOpts = f.progress(), logger(), f.security.ClientOpts()
 	return nil
 }

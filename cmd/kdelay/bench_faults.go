@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/kdelay/kdelay/bench"
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -37,9 +38,13 @@ kdelay serve processes, topics and groups:
                   scripts/local-kafka start' on the broker's port
   scale           3 kdelay serve, two stopped with SIGTERM, then two started: 3 -> 1 -> 3
 
+With --delivery exactly-once every kdelay serve runs it and the target is read with
+isolation.level=read_committed.
+
 Every wait has a deadline: a scenario that hangs ends with what it measured. The
 defaults take about 3 minutes per scenario.`,
 		Example: `  kdelay bench faults --json faults.json
+  kdelay bench faults --delivery exactly-once --json faults-eos.json
   kdelay bench faults --scenarios kill-restart,scale --duration 10s --max-delay 8s --rate 50
   kdelay bench faults --brokers "$(scripts/local-kafka start)"`,
 		Args: usageArgs(cobra.NoArgs),
@@ -69,7 +74,7 @@ defaults take about 3 minutes per scenario.`,
 	fl.DurationVar(&ff.cfg.Settle, "settle", d.Settle, "how long to read on after every record arrived, for late duplicates")
 	fl.StringSliceVar(&ff.levels, "levels", d.Levels.Names(), "kdelay serve's delay levels")
 	fl.StringArrayVar(&ff.cfg.ServeFlags, "serve-flag", nil, "a flag for every kdelay serve, e.g. --serve-flag=--session-timeout=6s; repeat for more")
-	fl.BoolVar(&ff.cfg.ReadCommitted, "read-committed", false, "read the target with isolation.level=read_committed")
+	fl.BoolVar(&ff.cfg.ReadCommitted, "read-committed", false, "read the target with isolation.level=read_committed; --delivery exactly-once always does")
 	fl.StringVar(&ff.cfg.LocalKafka, "local-kafka", d.LocalKafka, "with --brokers: the script that broker-restart restarts the broker with")
 	fl.Uint64Var(&ff.cfg.Seed, "seed", d.Seed, "seed of the random delays")
 	return cmd
@@ -95,6 +100,7 @@ func (ff *faultFlags) config(f *benchFlags, graceSet bool) (bench.FaultConfig, e
 	cfg := ff.cfg
 	cfg.Runner, _ = runner.(bench.Command)
 	cfg.Brokers, cfg.Partitions, cfg.Levels = f.brokers, f.partitions, set
+	cfg.Delivery = forwarder.Delivery(f.delivery)
 	if graceSet {
 		cfg.Grace = f.grace
 	}

@@ -6,6 +6,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+
+	"github.com/kdelay/kdelay/bench"
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // TestBenchHelpAgreesWithREADME: `kdelay bench --help` and the README's
@@ -100,4 +103,54 @@ func TestBenchModesOfRunning(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBenchDeliveryFlag: --delivery of kdelay bench, bench faults and bench
+// scale reaches what they run, and bench faults then reads the target
+// read_committed, as a user of exactly-once delivery must.
+func TestBenchDeliveryFlag(t *testing.T) {
+	t.Parallel()
+	t.Run("every bench command has it, at-least-once by default", func(t *testing.T) {
+		t.Parallel()
+		cmd := newBench()
+		for _, args := range [][]string{{}, {"faults"}, {"scale"}} {
+			sub, rest, err := cmd.Find(append(args, "--delivery", "exactly-once"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			fl := sub.Flags()
+			if err := sub.ParseFlags(rest); err != nil {
+				t.Fatalf("kdelay bench %v --delivery exactly-once: %v", args, err)
+			}
+			if d := fl.Lookup("delivery"); d == nil || d.DefValue != "at-least-once" || d.Value.String() != "exactly-once" {
+				t.Errorf("kdelay bench %v: --delivery %+v, want default at-least-once, set to exactly-once", args, d)
+			}
+		}
+	})
+	f := benchFlags{delivery: "exactly-once", quiet: true}
+	t.Run("bench", func(t *testing.T) {
+		t.Parallel()
+		cfg, err := f.config(workloadFlags{modes: []string{"exact"}})
+		if err != nil || cfg.Delivery != forwarder.ExactlyOnce {
+			t.Errorf("delivery %q (%v), want exactly-once", cfg.Delivery, err)
+		}
+	})
+	t.Run("bench faults, read committed", func(t *testing.T) {
+		t.Parallel()
+		ff := faultFlags{levels: []string{"1s", "5s"}}
+		cfg, err := ff.config(&f, false)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if cfg = cfg.WithDefaults(); cfg.Delivery != forwarder.ExactlyOnce || !cfg.ReadCommitted {
+			t.Errorf("delivery %q, read committed %v; want exactly-once, true", cfg.Delivery, cfg.ReadCommitted)
+		}
+	})
+	t.Run("bench scale", func(t *testing.T) {
+		t.Parallel()
+		var cfg bench.ScaleConfig
+		if err := f.fillScaleConfig(&cfg); err != nil || cfg.Delivery != forwarder.ExactlyOnce {
+			t.Errorf("delivery %q (%v), want exactly-once", cfg.Delivery, err)
+		}
+	})
 }

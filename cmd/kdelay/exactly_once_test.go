@@ -1,0 +1,188 @@
+package main
+
+import (
+	"context"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestExactlyOnceKillRestart: `kdelay serve --delivery exactly-once` is
+// SIGKILLed while records are on their way (in the ingress, in levels,
+// held below the smallest level, in an open transaction) and started again
+// at once with the same instance id, as systemd would. A consumer of the
+// target reading with isolation.level=read_committed sees every record
+// exactly once, and none before its kdelay-deliver-at: what the README's
+// "Exactly-once" promises. It runs on kfake in this process, or on the
+// cluster of KDELAY_TEST_BROKERS.
+func TestExactlyOnceKillRestart(t *testing.T) {
+	t.Parallel()
+	x := setupExactlyOnce(t)
+	s := x.start()
+	written := x.write(300, 10*time.Millisecond, 6*time.Second)
+
+	// Mid-flight: some records delivered, most still on their way.
+	if !eventually(30*time.Second, func() bool { return len(kafkatest.IDs(x.got.Arrivals())) >= 50 }) {
+		t.Fatalf("only %d records delivered within 30s of the start", len(kafkatest.IDs(x.got.Arrivals())))
+	}
+	s.kill(t)
+	killed := time.Now()
+	x.start()
+	<-written
+
+	sent := x.sentRecords()
+	pending := 0
+	for _, due := range sent {
+		if due.After(killed) {
+			pending++
+		}
+	}
+	if pending < 50 {
+		t.Fatalf("%d of %d records were due after the SIGKILL, want at least 50 on their way for the test to mean something", pending, len(sent))
+	}
+	got := x.got.Until(90*time.Second, settled(func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) >= len(sent) }, 2*time.Second))
+
+	var late []time.Duration
+	copies := kafkatest.IDs(got)
+	for _, a := range got {
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		due, ok := sent[id]
+		if !ok {
+			t.Errorf("record %q arrived, which the test did not send", id)
+			continue
+		}
+		if deliverAt := kafkatest.DeliverAt(t, a.Record); !deliverAt.Equal(due) {
+			t.Errorf("record %s: kdelay-deliver-at %s, want the due time %s", id, deliverAt, due)
+		}
+		if a.At.Before(due) {
+			t.Errorf("record %s arrived %s before its due time", id, due.Sub(a.At))
+		}
+		late = append(late, a.At.Sub(due))
+	}
+	for _, id := range slices.Sorted(maps.Keys(sent)) {
+		if n := copies[id]; n != 1 {
+			t.Errorf("record %s (due %s after the SIGKILL) arrived %d times, want exactly once", id, sent[id].Sub(killed).Round(time.Millisecond), n)
+		}
+	}
+	if len(late) > 0 {
+		slices.Sort(late)
+		t.Logf("%d records, %d due after the SIGKILL; read_committed lateness p50 %s, max %s",
+			len(sent), pending, late[len(late)/2].Round(time.Millisecond), late[len(late)-1].Round(time.Millisecond))
+	}
+}
+
+// exactlyOnce is one `kdelay serve --delivery exactly-once` at a time, on
+// the test's broker, and a read_committed consumer of its target.
+type exactlyOnce struct {
+	t       *testing.T
+	cluster *kafkatest.Cluster
+	name    string
+	target  string
+	bin     string
+	args    []string
+	got     *kafkatest.Collector
+
+	mu   sync.Mutex
+	sent map[string]time.Time // due time by kdelay-id, once the ingress took it
+}
+
+func setupExactlyOnce(t *testing.T) *exactlyOnce {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts, kills and restarts kdelay serve; skipped with -short")
+	}
+	cluster := kafkatest.New(t)
+	name := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(name)
+	x := &exactlyOnce{t: t, cluster: cluster, name: name, target: name + ".target", bin: binary(t), sent: map[string]time.Time{}}
+	cluster.CreateTopic(x.target, 3, nil)
+	// Delays up to 6s cross the 1s, 2s and 5s levels and leave remainders
+	// held in memory; one instance id across the restart, as under
+	// systemd, names the transactions that the restart fences and aborts.
+	x.args = []string{"serve", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", name, "--group", name,
+		"--levels", "1s,2s,5s", "--partitions", "3", "--delivery", "exactly-once", "--instance-id", "eos",
+		"--log-level", "debug"}
+	x.got = cluster.Collect(x.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	return x
+}
+
+// start starts kdelay serve and waits until it is ready.
+func (x *exactlyOnce) start() *process {
+	t := x.t
+	t.Helper()
+	s := &process{cmd: command(x.bin, t.TempDir(), x.args...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start kdelay serve: %v", err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		if t.Failed() {
+			t.Logf("kdelay serve (pid %d) printed:\n%s", s.cmd.Process.Pid, s.out)
+		}
+	})
+	select {
+	case <-s.out.ready:
+	case <-s.exited:
+		t.Fatalf("kdelay serve exited before it was ready (%v):\n%s", s.err, s.out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kdelay serve not ready after 30s:\n%s", s.out)
+	}
+	return s
+}
+
+// write writes n records to the ingress, one every gap, with delays spread
+// evenly from 0 to maxDelay, and closes the returned channel once the
+// ingress acknowledged them all.
+func (x *exactlyOnce) write(n int, gap, maxDelay time.Duration) <-chan struct{} {
+	cl := x.cluster.Client(kgo.ProducerLinger(0))
+	done := make(chan struct{})
+	x.t.Cleanup(func() { <-done }) // no report from it after the test ends
+	go func() {
+		defer close(done)
+		tick := time.NewTicker(gap)
+		defer tick.Stop()
+		for i := range n {
+			<-tick.C
+			x.send(cl, strconv.Itoa(i), time.Duration(i*7919%n)*maxDelay/time.Duration(n))
+		}
+		if err := cl.Flush(context.Background()); err != nil {
+			x.t.Errorf("write the ingress: %v", err)
+		}
+	}()
+	return done
+}
+
+func (x *exactlyOnce) send(cl *kgo.Client, id string, delay time.Duration) {
+	r := &kgo.Record{Topic: x.name + ".ingress", Value: []byte(id), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte(x.target)},
+		{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
+		{Key: kdelay.HeaderID, Value: []byte(id)},
+	}}
+	cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
+		if err != nil {
+			x.t.Errorf("write record %s to the ingress: %v", id, err)
+			return
+		}
+		x.mu.Lock()
+		x.sent[id] = r.Timestamp.Truncate(time.Millisecond).Add(delay.Truncate(time.Millisecond))
+		x.mu.Unlock()
+	})
+}
+
+func (x *exactlyOnce) sentRecords() map[string]time.Time {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return maps.Clone(x.sent)
+}
