@@ -20,7 +20,7 @@ func (w *worker) shutdown() {
 	if w.txn != nil {
 		// The last transaction: committed, or aborted and replayed by the
 		// next owner.
-		if err := w.endTxn(ctx); err != nil {
+		if err := w.endTxn(ctx, ctx); err != nil {
 			w.log.Warn("commit_on_shutdown_failed", "err", err)
 		}
 	} else {

@@ -78,20 +78,20 @@ type retryKey struct {
 // the last end, if anything was produced in it. The loop calls it without
 // mu: End waits for the session's rebalance lock, which a revoke holds while
 // it calls revoked, which takes mu.
-func (w *worker) endTxnIfDue(now time.Time) error {
+func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
 	if !w.txnProduced || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
 		return nil
 	}
 	w.lastCommit = now
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
-	return w.endTxn(ctx)
+	return w.endTxn(ctx, run)
 }
 
 // endTxn commits the open transaction with the partitions' commit points, or
 // aborts it and rewinds, then begins the next one. Canceling ctx leaves the
 // transaction's outcome unknown, which the next end resolves by aborting.
-func (w *worker) endTxn(ctx context.Context) error {
+func (w *worker) endTxn(ctx, run context.Context) error {
 	offsets, consistent := w.settle(ctx)
 	commit := kgo.TransactionEndTry(consistent)
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
@@ -121,9 +121,47 @@ func (w *worker) endTxn(ctx context.Context) error {
 			w.cfg.InstanceID, w.group, err)
 	}
 	if berr := w.txn.Begin(); berr != nil {
-		return fmt.Errorf("begin transaction: %w", errors.Join(berr, err))
+		if err == nil {
+			return fmt.Errorf("begin transaction: %w", berr)
+		}
+		// End gave up before the transaction ended (its flush or its
+		// EndTxn outlasted ctx: a broker restarting), so the client still
+		// holds it open. Its records were rewound above: abort it once the
+		// broker answers, then begin the next.
+		if aerr := w.abortOpen(run); aerr != nil {
+			return aerr
+		}
+		if berr := w.txn.Begin(); berr != nil {
+			return fmt.Errorf("begin transaction: %w", berr)
+		}
 	}
 	return nil
+}
+
+// abortOpen aborts the open transaction, trying again with a backoff until
+// the broker takes it or run ends. Nothing can be delivered meanwhile: the
+// records the transaction holds are read again after it.
+func (w *worker) abortOpen(run context.Context) error {
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)
+		_, err := w.txn.End(ctx, kgo.TryAbort)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case fenced(err):
+			return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
+				w.cfg.InstanceID, w.group, err)
+		case run.Err() != nil:
+			return nil // stopping: the broker aborts it at the transaction timeout
+		}
+		w.log.Warn("transaction_abort_failed", "retry_in", backoff, "err", err)
+		select {
+		case <-run.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
 }
 
 // settle waits until every record produced in the transaction is

@@ -9,7 +9,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
@@ -152,4 +155,50 @@ func TestExactlyOnce(t *testing.T) {
 		}
 	}
 	t.Logf("%d records, %d seen before the crash", n, before)
+}
+
+// TestExactlyOnceRidesOutAnOutage checks that exactly-once delivery waits out
+// a transaction coordinator that does not answer for longer than a
+// transaction may take to end (as while the broker restarts), then goes on,
+// each record delivered once. It once stopped the forwarder: the end of the
+// transaction gave up with it still open, and beginning the next one failed.
+func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's Fault to fail EndTxn; on Apache Kafka, kdelay bench faults --delivery exactly-once restarts the broker")
+	}
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	f, done := fx.runUntilCrash(cfg)
+
+	outage := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.CoordinatorNotAvailable, Count: -1})
+	const n = 20
+	for i := range n {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := outage.Wait(ctx, 3); err != nil {
+		t.Fatalf("the forwarder did not try to end its transaction 3 times within 20s: %v", err)
+	}
+	select {
+	case <-done:
+		t.Fatal("the forwarder stopped during the outage")
+	default:
+	}
+	outage.Remove()
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	for id, times := range kafkatest.IDs(got) {
+		if times > 1 {
+			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
+		}
+	}
+	if ids := kafkatest.IDs(got); len(ids) != n {
+		t.Errorf("%d of %d records delivered within 30s of the outage's end", len(ids), n)
+	}
+	_ = f
 }

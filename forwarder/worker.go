@@ -178,7 +178,7 @@ func (w *worker) run(ctx context.Context) error {
 	for ctx.Err() == nil {
 		wake := w.cycle(w.cfg.NowFunc())
 		if w.txn != nil {
-			if err := w.endTxnIfDue(w.cfg.NowFunc()); err != nil {
+			if err := w.endTxnIfDue(ctx, w.cfg.NowFunc()); err != nil {
 				return err
 			}
 		}
