@@ -186,3 +186,28 @@ func (x *exactlyOnce) sentRecords() map[string]time.Time {
 	defer x.mu.Unlock()
 	return maps.Clone(x.sent)
 }
+
+// TestExactlyOnceEmbeddedWarns checks that serve says, at start, what
+// exactly-once cannot promise on the embedded broker, and what to do.
+func TestExactlyOnceEmbeddedWarns(t *testing.T) {
+	t.Parallel()
+	e := setup(t)
+	if e.cluster != nil {
+		t.Skip("about the embedded broker; this run uses KDELAY_TEST_BROKERS")
+	}
+	out := &output{ready: make(chan string, 1)}
+	cmd := e.command(append(e.serveArgs(), "--delivery", "exactly-once")...)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatalf("start kdelay serve: %v", err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	select {
+	case <-out.ready:
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kdelay serve not ready after 30s:\n%s", out)
+	}
+	if got := out.String(); !strings.Contains(got, "exactly_once_on_embedded_broker") || !strings.Contains(got, "--brokers") {
+		t.Errorf("serve --delivery exactly-once on the embedded broker printed no warning naming the risk and the fix:\n%s", got)
+	}
+}

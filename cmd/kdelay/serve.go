@@ -69,6 +69,11 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		}
 		return s.forward(ctx, cfg.Brokers)
 	}
+	if cfg.Delivery == string(forwarder.ExactlyOnce) {
+		// kfake treats a transaction whose markers were not on disk when
+		// it was killed as aborted, even one it had committed.
+		log.Warn("exactly_once_on_embedded_broker", "risk", "a kill -9 of this process, which is also the broker, can lose the records of its last committed transactions", "fix", "use exactly-once with --brokers on a real Kafka cluster")
+	}
 	cluster, unlock, err := startBroker(cfg, kafkaLog)
 	if err != nil {
 		return err
