@@ -11,10 +11,10 @@ import (
 // (within the smallest level), waits for what is in flight, commits what was
 // handed on, and forgets the partitions. A held record holds its partition's
 // commit point, so handing the partition over before delivering it would
-// have the new owner deliver every record behind it again. Only the revoked
-// partitions wait, and for at most ShutdownTimeout: with the
-// cooperative-sticky balancer the others keep being forwarded meanwhile.
-// What the timeout cuts off stays uncommitted and is re-read by the new owner.
+// have the new owner deliver every record behind it again. The move waits
+// only for the revoked partitions' held records, at most the smallest level
+// and never more than ShutdownTimeout; what the timeout cuts off stays
+// uncommitted and is re-read by the new owner.
 //
 // In exactly-once delivery it only forgets them: nothing can be committed
 // from here (the transaction session holds its lock while it calls revoked),
@@ -52,28 +52,32 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	// In exactly-once delivery, acknowledged is not committed: the open
+	// transaction may abort, so the partition starts again from its last
+	// commit.
 	if w.txn == nil {
 		// Acknowledgements the loop has not applied yet count too: it
 		// sleeps until something is due, not until a produce succeeds.
 		w.applyAcks(w.cfg.NowFunc())
+		w.rememberHandedOn(lost[w.source])
 	}
+	w.forget(lost[w.source])
+	w.nudge()
+}
+
+// rememberHandedOn notes each partition's commit point, for adjustOffsets.
+// mu must be held.
+func (w *worker) rememberHandedOn(ids []int32) {
 	w.handedOn.Lock()
-	for _, id := range lost[w.source] {
-		if w.txn != nil {
-			// Acknowledged is not committed in a transaction that may
-			// abort: the partition starts again from its last commit.
-			break
-		}
-		if p, ok := w.parts[id]; ok && p.next.Offset > 0 { // something was taken
+	defer w.handedOn.Unlock()
+	for _, id := range ids {
+		if p, ok := w.parts[id]; ok && p.fetched {
 			if w.resumeAt == nil {
 				w.resumeAt = map[int32]kgo.EpochOffset{}
 			}
 			w.resumeAt[id] = p.commitPoint()
 		}
 	}
-	w.handedOn.Unlock()
-	w.forget(lost[w.source])
-	w.nudge()
 }
 
 // adjustOffsets runs when partitions are assigned, with the offsets they
