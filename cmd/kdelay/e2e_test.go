@@ -359,3 +359,32 @@ func headerOf(r *kgo.Record, name string) string {
 }
 
 func place(r *kgo.Record) string { return fmt.Sprintf("%s/%d/%d", r.Topic, r.Partition, r.Offset) }
+
+// startServe runs the kdelay binary bin with args (serve and its flags) in a
+// directory of its own until the test ends, and waits until it is ready. It
+// is killed at the end of the test, and what it printed is logged if the
+// test failed.
+func startServe(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	s := &process{cmd: command(bin, t.TempDir(), args...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
+	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	if err := s.cmd.Start(); err != nil {
+		t.Fatalf("start kdelay serve: %v", err)
+	}
+	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
+	t.Cleanup(func() {
+		_ = s.cmd.Process.Kill()
+		<-s.exited
+		if t.Failed() {
+			t.Logf("kdelay %s (pid %d) printed:\n%s", strings.Join(args, " "), s.cmd.Process.Pid, s.out)
+		}
+	})
+	select {
+	case <-s.out.ready:
+	case <-s.exited:
+		t.Fatalf("kdelay serve exited before it was ready (%v):\n%s", s.err, s.out)
+	case <-time.After(30 * time.Second):
+		t.Fatalf("kdelay serve not ready after 30s:\n%s", s.out)
+	}
+	return s
+}

@@ -62,27 +62,7 @@ func setupFailover(t *testing.T, sessionTimeout time.Duration) *failover {
 func (f *failover) start(id string) *process {
 	t := f.t
 	t.Helper()
-	s := &process{cmd: command(f.bin, t.TempDir(), append(f.args, "--instance-id", id)...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
-	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-	if err := s.cmd.Start(); err != nil {
-		t.Fatalf("start kdelay serve: %v", err)
-	}
-	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
-	t.Cleanup(func() {
-		_ = s.cmd.Process.Kill()
-		<-s.exited
-		if t.Failed() {
-			t.Logf("kdelay serve %s (pid %d) printed:\n%s", id, s.cmd.Process.Pid, s.out)
-		}
-	})
-	select {
-	case <-s.out.ready:
-	case <-s.exited:
-		t.Fatalf("kdelay serve %s exited before it was ready (%v):\n%s", id, s.err, s.out)
-	case <-time.After(30 * time.Second):
-		t.Fatalf("kdelay serve %s not ready after 30s:\n%s", id, s.out)
-	}
-	return s
+	return startServe(t, f.bin, append(f.args, "--instance-id", id)...)
 }
 
 // assignment waits until the ingress group is stable with the instance ids

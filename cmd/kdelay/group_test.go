@@ -43,27 +43,7 @@ func TestGroupFailover(t *testing.T) {
 	started := 0
 	start := func() *process {
 		started++
-		s := &process{cmd: command(bin, t.TempDir(), append(args, "--instance-id", "p"+strconv.Itoa(started))...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
-		s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
-		if err := s.cmd.Start(); err != nil {
-			t.Fatalf("start kdelay serve: %v", err)
-		}
-		go func() { s.err = s.cmd.Wait(); close(s.exited) }()
-		t.Cleanup(func() {
-			_ = s.cmd.Process.Kill()
-			<-s.exited
-			if t.Failed() {
-				t.Logf("kdelay serve (pid %d) printed:\n%s", s.cmd.Process.Pid, s.out)
-			}
-		})
-		select {
-		case <-s.out.ready:
-		case <-s.exited:
-			t.Fatalf("kdelay serve exited before it was ready (%v):\n%s", s.err, s.out)
-		case <-time.After(30 * time.Second):
-			t.Fatalf("kdelay serve not ready after 30s:\n%s", s.out)
-		}
-		return s
+		return startServe(t, bin, append(args, "--instance-id", "p"+strconv.Itoa(started))...)
 	}
 
 	producer := cluster.Client(kgo.ProducerLinger(0))
