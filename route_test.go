@@ -168,3 +168,23 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("FormatDelay(1.5ms) = %s, want 2 (rounded up)", got)
 	}
 }
+
+// TestOwns is not parallel: testing.AllocsPerRun refuses to run in a
+// parallel test.
+func TestOwns(t *testing.T) {
+	for _, c := range []struct {
+		prefix, name string
+		own          bool
+	}{
+		{"", "kdelay.ingress", true}, {"", "kdelay.dlq", true}, {"", "kdelay.level.1s", true}, {"", "kdelay.level.3d", true},
+		{"", "kdelay.levels", false}, {"", "kdelay.ingress2", false}, {"", "kdelay", false}, {"", "kdelayx.dlq", false},
+		{"", "orders", false}, {"pay", "pay.dlq", true}, {"pay", "kdelay.dlq", false}, {"pay", "payments.dlq", false},
+	} {
+		if got := (kdelay.Topics{Prefix: c.prefix}).Owns(c.name); got != c.own {
+			t.Errorf("Topics{Prefix: %q}.Owns(%q) = %t, want %t", c.prefix, c.name, got, c.own)
+		}
+	}
+	if n := testing.AllocsPerRun(100, func() { kdelay.Topics{}.Owns("kdelay.level.1s") }); n != 0 {
+		t.Errorf("Owns allocates %v times per call; Parse calls it for every record", n)
+	}
+}

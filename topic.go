@@ -10,7 +10,14 @@ import (
 // (a level dropped from the configuration may still hold records). A record
 // is never delivered to one of them.
 func (t Topics) Owns(name string) bool {
-	return name == t.Ingress() || name == t.DLQ() || strings.HasPrefix(name, t.prefix()+".level.")
+	// Parse asks for every record: compare in place rather than build the
+	// names.
+	rest, ok := strings.CutPrefix(name, t.prefix())
+	if !ok {
+		return false
+	}
+	rest, ok = strings.CutPrefix(rest, ".")
+	return ok && (rest == "ingress" || rest == "dlq" || strings.HasPrefix(rest, "level."))
 }
 
 // CheckTarget says why name cannot be a kdelay-target, or returns nil. set is
