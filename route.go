@@ -84,6 +84,9 @@ func Parse[H header](ts time.Time, hs []H, rl Rules) (Route, []H, error) {
 	}
 	user := make([]H, 0, len(hs))
 	for _, h := range hs {
+		if Header(h).Key == HeaderCommand {
+			return Route{}, user, fmt.Errorf("header %s is set: a command goes to the control topic %s, keyed by the message's id, not to the ingress", HeaderCommand, rl.Topics.Control())
+		}
 		if i := routingIndex(Header(h).Key); i >= 0 {
 			vals[i].v, vals[i].n = Header(h).Value, vals[i].n+1
 			continue
@@ -111,12 +114,14 @@ func route(ts time.Time, rl Rules, get func(int) (string, bool)) (Route, error) 
 	if hasID && id == "" {
 		return Route{}, fmt.Errorf("header %s is empty; set it to the message id, or leave the header out for kdelay to give one", HeaderID)
 	}
-	due, err := dueTime(ts, delay, hasDelay, at, hasAt, cmp.Or(rl.MaxDelay, DefaultMaxDelay))
+	due, err := dueTime(ts, delay, hasDelay, at, hasAt, maxDelay(rl))
 	if err != nil {
 		return Route{}, err
 	}
 	return Route{Target: target, Due: due, ID: id}, nil
 }
+
+func maxDelay(rl Rules) time.Duration { return cmp.Or(rl.MaxDelay, DefaultMaxDelay) }
 
 func dueTime(ts time.Time, delay string, hasDelay bool, at string, hasAt bool, maxDelay time.Duration) (time.Time, error) {
 	switch {

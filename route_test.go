@@ -73,6 +73,8 @@ func TestParse(t *testing.T) {
 		{"null target", []kdelay.Header{{Key: "kdelay-target"}, {Key: "kdelay-delay", Value: []byte("1s")}}, "kdelay-target is missing"},
 		{"target is the ingress", hs("kdelay-target", "kdelay.ingress", "kdelay-delay", "1s"), "kdelay's own topic"},
 		{"target is the DLQ", hs("kdelay-target", "kdelay.dlq", "kdelay-delay", "1s"), "kdelay's own topic"},
+		{"target is the control topic", hs("kdelay-target", "kdelay.control", "kdelay-delay", "1s"), "kdelay's own topic"},
+		{"a command written to the ingress", hs("kdelay-target", target, "kdelay-delay", "1s", "kdelay-command", "cancel"), "goes to the control topic kdelay.control"},
 		{"target is a level, even one not configured", hs("kdelay-target", "kdelay.level.3d", "kdelay-delay", "1s"), "kdelay's own topic"},
 		{"target with a space", hs("kdelay-target", "bad topic!", "kdelay-delay", "1s"), "not a valid topic name"},
 		{"target of 250 characters", hs("kdelay-target", strings.Repeat("t", 250), "kdelay-delay", "1s"), "not a valid topic name"},
@@ -177,6 +179,7 @@ func TestOwns(t *testing.T) {
 		own          bool
 	}{
 		{"", "kdelay.ingress", true}, {"", "kdelay.dlq", true}, {"", "kdelay.level.1s", true}, {"", "kdelay.level.3d", true},
+		{"", "kdelay.control", true}, {"", "kdelay.controls", false}, {"pay", "pay.control", true},
 		{"", "kdelay.levels", false}, {"", "kdelay.ingress2", false}, {"", "kdelay", false}, {"", "kdelayx.dlq", false},
 		{"", "orders", false}, {"pay", "pay.dlq", true}, {"pay", "kdelay.dlq", false}, {"pay", "payments.dlq", false},
 	} {

@@ -65,5 +65,9 @@ func (t Topics) Ingress() string { return t.prefix() + ".ingress" }
 // Level is the topic of the level with the given name: "kdelay.level.90s".
 func (t Topics) Level(name string) string { return t.prefix() + ".level." + name }
 
+// Control is the compacted topic of commands (see HeaderCommand), keyed by
+// message id: "kdelay.control".
+func (t Topics) Control() string { return t.prefix() + ".control" }
+
 // DLQ is the dead-letter topic: "kdelay.dlq".
 func (t Topics) DLQ() string { return t.prefix() + ".dlq" }
