@@ -32,7 +32,7 @@ var LatenessBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 type Metrics struct {
 	reg      *prometheus.Registry
 	lateness *prometheus.HistogramVec
-	outcomes [5]*prometheus.CounterVec // by forwarder.Outcome
+	outcomes [6]*prometheus.CounterVec // by forwarder.Outcome
 }
 
 // NewMetrics returns a Metrics with a new registry, which also holds the Go
@@ -53,6 +53,7 @@ func NewMetrics() *Metrics {
 		forwarder.Held:         "Records with a remainder below the smallest level, held in memory until due.",
 		forwarder.DeadLettered: "Records sent to the dead-letter topic, by the level that gave up on them.",
 		forwarder.Retried:      "Produces that failed with an error worth retrying and are tried again.",
+		forwarder.Cancelled:    "Records not delivered because a cancel command names their id, by the level that dropped them.",
 	}
 	for _, o := range forwarder.Outcomes() {
 		m.outcomes[o] = prometheus.NewCounterVec(prometheus.CounterOpts{

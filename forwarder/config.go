@@ -358,9 +358,17 @@ func (c *Config) stages() []stage {
 	return s
 }
 
+// commandTTL is how long a command is kept after it was written: every
+// record pending then leaves its level within the largest level, and
+// RetentionHeadroom covers kdelay being stopped or behind, as it does for the
+// level topics' retention.
+func (c *Config) commandTTL() time.Duration {
+	return c.Levels.Largest().Delay + c.RetentionHeadroom
+}
+
 // ownTopics are every topic kdelay reads or writes besides targets.
 func (c *Config) ownTopics() []string {
-	topics := []string{c.Topics.DLQ()}
+	topics := []string{c.Topics.DLQ(), c.Topics.Control()}
 	for _, s := range c.stages() {
 		topics = append(topics, s.topic)
 	}

@@ -25,6 +25,8 @@ type Forwarder struct {
 	ready  chan struct{}
 	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
 
+	cmds *commands // read from the control topic; consulted by every worker
+
 	mu      sync.Mutex
 	workers []*worker
 }
@@ -70,6 +72,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	if err := f.readCommands(gctx, g); err != nil {
+		cancel()
+		return errors.Join(err, g.Wait())
+	}
 	for _, s := range f.cfg.stages() {
 		if err := f.start(gctx, g, s); err != nil {
 			cancel()
@@ -110,6 +116,7 @@ func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error
 	if err != nil {
 		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 	}
+	w.cmds = f.cmds
 	f.mu.Lock()
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()

@@ -58,6 +58,7 @@ const (
 	Held                        // a remainder below the smallest level held until due (Stats.Held)
 	DeadLettered                // produced to the DLQ (Stats.DeadLettered)
 	Retried                     // a failed produce to be tried again (Stats.Retried)
+	Cancelled                   // not delivered: a cancel command names it (Stats.Cancelled)
 )
 
 // String is the outcome's name, as metrics and logs write it.
@@ -73,13 +74,17 @@ func (o Outcome) String() string {
 		return "dead_lettered"
 	case Retried:
 		return "retried"
+	case Cancelled:
+		return "cancelled"
 	}
 	return "unknown"
 }
 
 // Outcomes lists every Outcome, for an Observer that prepares a counter for
 // each.
-func Outcomes() []Outcome { return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried} }
+func Outcomes() []Outcome {
+	return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried, Cancelled}
+}
 
 // count counts one record's outcome in the worker's Stats and tells its
 // observer. mu must be held.
@@ -95,6 +100,8 @@ func (w *worker) count(o Outcome) {
 		w.stats.DeadLettered++
 	case Retried:
 		w.stats.Retried++
+	case Cancelled:
+		w.stats.Cancelled++
 	}
 	w.obs.Handled(o)
 }

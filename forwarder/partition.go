@@ -44,6 +44,8 @@ type entry struct {
 	due      time.Time   // out is a delivery due then (kdelay-deliver-at); zero for a hop or a dead letter
 	done     bool        // the broker acknowledged out
 	size     int64       // what src counts in the worker's buffer
+	id       string      // the message id, once routed: commands name it
+	mark     *moveMark   // a copy moved ahead by a scan: marked once acknowledged
 }
 
 func newPartition(id int32, from int64) *partition {

@@ -65,6 +65,9 @@ func (w *worker) applyAcks(now time.Time) {
 		switch e := a.e; {
 		case e.part.gone:
 		case a.err == nil:
+			if e.mark != nil {
+				w.markMoved(*e.mark)
+			}
 			e.done = true
 			w.buf.release(e.size)
 			// A dead letter the DLQ refuses holds every entry behind it in

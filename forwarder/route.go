@@ -12,6 +12,10 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		w.deadLetter(e, err.Error())
 		return
 	}
+	e.id = env.ID
+	if !w.obey(e, &env) {
+		return
+	}
 	if !env.Due.After(now) {
 		e.out, e.due = env.delivery(), env.Due
 		w.count(Delivered)

@@ -32,6 +32,7 @@ func (w *worker) shutdown() {
 	// The final commit waited for a background one in flight; its goroutine
 	// is done or about to be, and must be before the client closes.
 	w.commits.Wait()
+	w.scans.Wait() // it ends with the loop's context
 	w.cl.CloseAllowingRebalance()
 }
 

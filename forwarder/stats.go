@@ -8,6 +8,7 @@ type Stats struct {
 	DeadLettered int64 // records produced to the DLQ
 	Retried      int64 // produces that failed and were tried again
 	Aborted      int64 // transactions aborted, whose records were taken again (exactly-once)
+	Cancelled    int64 // records not delivered because a cancel command names them
 }
 
 func (s *Stats) add(o Stats) {
@@ -17,4 +18,5 @@ func (s *Stats) add(o Stats) {
 	s.DeadLettered += o.DeadLettered
 	s.Retried += o.Retried
 	s.Aborted += o.Aborted
+	s.Cancelled += o.Cancelled
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -100,6 +101,7 @@ func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []s
 	if len(topics) == 0 {
 		return nil, nil
 	}
+	n := len(topics)
 	retention := strconv.FormatInt(cfg.Retention.Milliseconds(), 10)
 	configs := map[string]*string{
 		"retention.ms":   &retention,
@@ -108,9 +110,26 @@ func createTopics(ctx context.Context, adm *kadm.Client, cfg *Config, topics []s
 		// sets that timestamp itself to the time it planned the hop.
 		"message.timestamp.type": ptr("CreateTime"),
 	}
-	resps, err := adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, topics...)
-	if err != nil {
-		return nil, fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
+	control := cfg.Topics.Control()
+	topics = slices.DeleteFunc(slices.Clone(topics), func(t string) bool { return t == control })
+	resps := kadm.CreateTopicResponses{}
+	if len(topics) > 0 {
+		if resps, err = adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, topics...); err != nil {
+			return nil, fmt.Errorf("create topics %s: %w", strings.Join(topics, ", "), err)
+		}
+	}
+	if len(topics) < n {
+		// The last command per id is what counts (compact); a command
+		// older than its ttl counts for nothing (delete), so the topic
+		// holds what is live, not every command ever written.
+		cresps, err := adm.CreateTopics(ctx, cfg.Partitions, cfg.ReplicationFactor, map[string]*string{
+			"retention.ms":   &retention,
+			"cleanup.policy": ptr("compact,delete"),
+		}, control)
+		if err != nil {
+			return nil, fmt.Errorf("create topic %s: %w", control, err)
+		}
+		maps.Copy(resps, cresps)
 	}
 	var errs []error
 	for _, r := range resps.Sorted() {

@@ -110,6 +110,7 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 			}
 		}
 		clear(w.retries)
+		w.txnMoves = nil
 		w.log.Debug("transaction_committed", "offsets", offsets)
 	} else {
 		w.stats.Aborted++
@@ -235,6 +236,13 @@ func (w *worker) rewind() {
 	}
 	w.forget(ids)
 	w.held = nil
+	// Copies moved ahead in the aborted transaction were never made: their
+	// originals must not be dropped, and the scan must run again.
+	for _, m := range w.txnMoves {
+		w.cmds.unmove(m.id, m.cmd, m.source)
+	}
+	w.txnMoves = nil
+	w.scanFrom = 0
 	w.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{w.source: offsets})
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -37,11 +38,17 @@ type worker struct {
 	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
 	start  time.Time                 // anchors the ticks of ModePoll
 	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
+	cmds   *commands                 // commands in force (obey.go); nil when the Forwarder reads none
 
 	// assigned is set once the group has assigned partitions to the worker
 	// (possibly none: a group with more members than partitions), and
 	// cleared when it loses them, until it joins again. See Levels.
 	assigned atomic.Bool
+
+	// ownsFirst is set while the worker owns partition 0 of its source: the
+	// ingress router that does is the one process that reports unmatched
+	// commands (control.go).
+	ownsFirst atomic.Bool
 
 	// mu guards everything below it against the rebalance callbacks, which
 	// run on the client's goroutines.
@@ -52,6 +59,11 @@ type worker struct {
 	committing bool      // a background commit is in flight
 	stats      Stats
 	buf        buffer
+	cmdVersion uint64     // the commands' version when held records were last looked at
+	scanFrom   int        // the next of the commands' ready list to look for (scan.go)
+	scanning   bool       // a scan is in flight
+	side       *partition // the partition of copies moved ahead by a scan: never committed
+	runCtx     context.Context
 
 	// ackMu guards what produce callbacks and the commit goroutine leave for
 	// the loop, and the cancel func of the poll in progress so that a
@@ -65,8 +77,11 @@ type worker struct {
 	wakeAfter  int64 // wake the poll once acked reaches it; 0: never
 	wakeFn     context.CancelFunc
 	commitDone *commitResult
+	found      []found // what the scan in flight found
+	scanDone   bool    // the scan in flight ended
 
 	commits sync.WaitGroup // the background commit in flight
+	scans   sync.WaitGroup // the scan in flight (scan.go)
 
 	// handedOn guards resumeAt, which the client's group goroutine reads
 	// while the loop may hold mu.
@@ -78,6 +93,7 @@ type worker struct {
 	txnProduced bool                    // something was produced in the open transaction
 	txnProduces int                     // produces so far, to see whether applying acks produced more
 	retries     map[retryKey]retryState // failed records' retry state, kept across an abort
+	txnMoves    []moveMark              // records moved ahead in the open transaction: undone by an abort
 }
 
 type ack struct {
@@ -100,6 +116,7 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		log:     cfg.Logger.With("topic", source),
 		start:   cfg.NowFunc(),
 		parts:   map[int32]*partition{},
+		side:    newPartition(-1, 0),
 		buf:     buffer{limit: cfg.bufferShare()},
 		retries: map[retryKey]retryState{},
 	}
@@ -110,10 +127,17 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(context.Context, *kgo.Client, map[string][]int32) { w.assigned.Store(true) }),
-		kgo.OnPartitionsRevoked(w.revoked),
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+			w.assigned.Store(true)
+			w.trackFirst(got, true)
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
+			w.trackFirst(revoked, false)
+			w.revoked(ctx, cl, revoked)
+		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
 			w.assigned.Store(false) // until the group takes it back
+			w.trackFirst(lost, false)
 			w.lost(ctx, cl, lost)
 		}),
 		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
@@ -169,6 +193,9 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 // wait for in-flight produces, commit what was handed on, leave the group.
 // Records held in memory are not committed, so the next owner re-reads them.
 func (w *worker) run(ctx context.Context) error {
+	w.mu.Lock()
+	w.runCtx = ctx
+	w.mu.Unlock()
 	defer w.shutdown()
 	if w.txn != nil {
 		if err := w.txn.Begin(); err != nil {
@@ -250,6 +277,13 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	return nil
 }
 
+// trackFirst sets ownsFirst to own if ps includes partition 0 of the source.
+func (w *worker) trackFirst(ps map[string][]int32, own bool) {
+	if slices.Contains(ps[w.source], 0) {
+		w.ownsFirst.Store(own)
+	}
+}
+
 func (w *worker) partition(id int32, from int64) *partition {
 	p, ok := w.parts[id]
 	if !ok {
@@ -265,6 +299,9 @@ func (w *worker) cycle(now time.Time) time.Time {
 	defer w.mu.Unlock()
 	w.applyAcks(now)
 	w.throttle()
+	w.recheckHeld(now)
+	w.moveAhead(now)
+	w.lookForHidden()
 	heads, held, tick := w.clock(now)
 	before := w.stats
 	// Heads first: routing one may hold it, and releaseHeld then counts it
@@ -357,6 +394,7 @@ func (w *worker) resumeLead() time.Duration { return w.cfg.FetchMaxWait + w.cfg.
 // releaseHeld produces held records due by check and returns when the
 // earliest remaining one is due (the zero time if none).
 func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
+	var again []*entry // held records a command changed: routed again
 	keep := w.held[:0]
 	for _, e := range w.held {
 		switch {
@@ -366,11 +404,20 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 			keep = append(keep, e)
 		default:
 			e.part.waiting--
-			w.produce(e)
+			if w.obeyHeld(e) {
+				w.produce(e)
+			} else {
+				again = append(again, e)
+			}
 		}
 	}
 	clear(w.held[len(keep):])
 	w.held = keep
+	// After the loop: routing may hold them again.
+	for _, e := range again {
+		w.route(e, check, check)
+		soonest = w.heldSoonest(soonest, e)
+	}
 	return soonest
 }
 

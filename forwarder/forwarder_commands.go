@@ -1,0 +1,63 @@
+package forwarder
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// readCommands starts the control topic's reader in g and waits until it has
+// read every command written before now, so that no record is forwarded
+// before the commands that govern it are known.
+func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group) error {
+	f.cmds = newCommands(f.cfg.commandTTL(), f.cfg.Logger)
+	r, err := newControlReader(&f.cfg, f.cmds)
+	if err != nil {
+		return fmt.Errorf("read %s: %w", f.cfg.Topics.Control(), err)
+	}
+	r.onDue = f.nudgeAll
+	r.duty = f.reportsUnmatched
+	g.Go(func() error { return r.run(ctx) })
+	select {
+	case <-r.loaded:
+		f.cfg.Logger.Info("commands_loaded", "topic", f.cfg.Topics.Control(), "live", f.cmds.n.Load())
+		return nil
+	case <-ctx.Done():
+		return fmt.Errorf("read %s: %w", f.cfg.Topics.Control(), context.Cause(ctx))
+	}
+}
+
+// nudgeAll wakes every worker: a command fell due without matching, and the
+// level workers look for its record (scan.go).
+func (f *Forwarder) nudgeAll() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.workers {
+		w.nudge()
+	}
+}
+
+// reportsUnmatched reports whether this process is the one that reports
+// unmatched commands: the one whose ingress router owns partition 0.
+func (f *Forwarder) reportsUnmatched() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.workers) > 0 && f.workers[0].ownsFirst.Load()
+}
+
+// Commands returns what this process's command reader saw so far.
+func (f *Forwarder) Commands() CommandStats {
+	if f.cmds == nil {
+		return CommandStats{}
+	}
+	s := f.cmds.Stats()
+	f.mu.Lock()
+	for _, w := range f.workers {
+		w.mu.Lock()
+		s.Cancelled += w.stats.Cancelled
+		w.mu.Unlock()
+	}
+	f.mu.Unlock()
+	return s
+}

@@ -1,0 +1,252 @@
+package forwarder
+
+import (
+	"context"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// A reschedule to an earlier time, or a run-now, may find its record in a
+// level that releases it only after the new due time: a record in the 2h
+// level, rescheduled to a minute from now. Commands are consulted when a
+// record leaves its level (obey.go), and that would be too late. So when such
+// a command falls due without having matched, every level forwarder that
+// could hide the record looks for it among what it has not released yet —
+// its buffered records, then the rest of its partitions in Kafka, from the
+// first record written late enough to be released after the due time — and
+// delivers a copy at once. The original is dropped when it leaves its level,
+// by whichever process then owns it, since the mark names its source.
+//
+// Nothing is indexed per record: a scan reads what is pending in the levels
+// that could hide the record, and only for commands that fall due unmatched.
+// A reschedule to a later time never needs one: the record leaves its level
+// by its old due time, before the new one, and is re-planned then.
+
+// scanTimeout bounds a scan: a record not found within it is delivered when
+// it leaves its level, late, never lost.
+const scanTimeout = 30 * time.Second
+
+// found is a record a scan found hidden: due by cmd, released after it.
+type found struct {
+	rec *kgo.Record
+	id  string
+	cmd command
+}
+
+// moveMark is what a copy moved ahead must mark once the broker has it.
+type moveMark struct {
+	id, source string
+	cmd        command
+}
+
+// scanPart is one partition to scan: its buffered records, and Kafka from
+// the offset after them.
+type scanPart struct {
+	id    int32
+	queue []*kgo.Record
+	from  int64
+}
+
+// lookForHidden starts a scan if commands fell due unmatched that this level
+// could hide the record of. mu must be held.
+func (w *worker) lookForHidden() {
+	if w.wait == 0 || w.cmds == nil || w.scanning || w.runCtx == nil {
+		return
+	}
+	ready, next := w.cmds.readySince(w.scanFrom)
+	w.scanFrom = next
+	want := map[string]command{}
+	var earliestDue int64
+	for _, p := range ready {
+		cur, ok := w.cmds.lookup(p.id)
+		if !ok || cur.part != p.cmd.part || cur.off != p.cmd.off || cur.matched {
+			continue
+		}
+		// A record this level held when the command was written is
+		// released by at + wait; if that is no later than the new due
+		// time, the record is re-planned when it leaves.
+		if time.Duration(cur.due-cur.at)*time.Millisecond >= w.wait {
+			continue
+		}
+		want[p.id] = cur
+		if earliestDue == 0 || cur.due < earliestDue {
+			earliestDue = cur.due
+		}
+	}
+	if len(want) == 0 {
+		return
+	}
+	var parts []scanPart
+	for id, p := range w.parts {
+		if p.gone {
+			continue
+		}
+		sp := scanPart{id: id, queue: append([]*kgo.Record(nil), p.queue...), from: p.next.Offset}
+		if n := len(p.queue); n > 0 {
+			sp.from = p.queue[n-1].Offset + 1
+		}
+		parts = append(parts, sp)
+	}
+	if len(parts) == 0 {
+		return
+	}
+	w.scanning = true
+	w.scans.Go(func() {
+		// Released after the due time means written after due - wait.
+		fs := w.scan(w.runCtx, want, parts, time.UnixMilli(earliestDue).Add(-w.wait))
+		w.ackMu.Lock()
+		defer w.ackMu.Unlock()
+		w.found, w.scanDone = append(w.found, fs...), true
+		if w.wakeFn != nil {
+			w.wakeFn()
+		}
+	})
+}
+
+// scan returns the records of parts that want's commands name and that the
+// level would release after their new due time.
+func (w *worker) scan(ctx context.Context, want map[string]command, parts []scanPart, after time.Time) []found {
+	var fs []found
+	for _, p := range parts {
+		for _, r := range p.queue {
+			if f, ok := w.hidden(r, want); ok {
+				fs = append(fs, f)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(ctx, scanTimeout)
+	defer cancel()
+	tail, err := w.scanKafka(ctx, want, parts, after)
+	if err != nil {
+		w.log.Warn("scan_incomplete", "commands", len(want), "err", err,
+			"effect", "a record not found is delivered when it leaves its level, late")
+	}
+	w.log.Debug("scanned", "commands", len(want), "found", len(fs)+len(tail))
+	return append(fs, tail...)
+}
+
+// scanKafka reads each partition from its scanPart's offset, or the first
+// record written after after if that comes later, to its end.
+func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts []scanPart, after time.Time) ([]found, error) {
+	// The worker's own client answers the offset requests; reading needs
+	// a client of its own, since the worker's consumes as a group member.
+	adm := kadm.NewClient(w.cl)
+	ends, err := adm.ListEndOffsets(ctx, w.source)
+	if err != nil {
+		return nil, err
+	}
+	starts, err := adm.ListOffsetsAfterMilli(ctx, after.UnixMilli(), w.source)
+	if err != nil {
+		return nil, err
+	}
+	offsets, remaining := map[int32]kgo.Offset{}, map[int32]int64{}
+	for _, p := range parts {
+		from := p.from
+		if s, ok := starts.Lookup(w.source, p.id); ok && s.Err == nil && s.Offset > from {
+			from = s.Offset
+		}
+		if e, ok := ends.Lookup(w.source, p.id); ok && e.Err == nil && e.Offset > from {
+			offsets[p.id] = kgo.NewOffset().At(from)
+			remaining[p.id] = e.Offset
+		}
+	}
+	if len(offsets) == 0 {
+		return nil, nil
+	}
+	cl, err := kgo.NewClient(append([]kgo.Opt{
+		kgo.SeedBrokers(w.cfg.Brokers...),
+		kgo.ClientID("kdelay-scan"),
+		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.source: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.DisableClientMetrics(),
+	}, w.cfg.ClientOpts...)...)
+	if err != nil {
+		return nil, err
+	}
+	defer cl.Close()
+	var fs []found
+	for len(remaining) > 0 {
+		fetches := cl.PollFetches(ctx)
+		if err := ctx.Err(); err != nil {
+			return fs, err
+		}
+		fetches.EachRecord(func(r *kgo.Record) {
+			end, ok := remaining[r.Partition]
+			if !ok || r.Offset >= end {
+				return
+			}
+			if f, ok := w.hidden(r, want); ok {
+				fs = append(fs, f)
+			}
+			if r.Offset+1 >= end {
+				delete(remaining, r.Partition)
+			}
+		})
+	}
+	return fs, nil
+}
+
+// hidden reports whether r is a record one of want's commands names, not yet
+// re-planned to its due time, that this level releases after that time.
+func (w *worker) hidden(r *kgo.Record, want map[string]command) (found, bool) {
+	var id string
+	for _, h := range r.Headers {
+		if h.Key == kdelay.HeaderID {
+			id = string(h.Value)
+		}
+	}
+	cmd, ok := want[id]
+	if !ok {
+		return found{}, false
+	}
+	env, err := parse(r, w.rules)
+	if err != nil || env.Due.UnixMilli() == cmd.due || !r.Timestamp.Add(w.wait).After(time.UnixMilli(cmd.due)) {
+		return found{}, false
+	}
+	return found{rec: r, id: id, cmd: cmd}, true
+}
+
+// moveAhead delivers a copy of each record a scan found that is still
+// pending here, and marks the original moved so that it is dropped when it
+// leaves its level. mu must be held.
+func (w *worker) moveAhead(now time.Time) {
+	w.ackMu.Lock()
+	fs, done := w.found, w.scanDone
+	w.found, w.scanDone = nil, false
+	w.ackMu.Unlock()
+	if done {
+		w.scanning = false
+	}
+	for _, f := range fs {
+		p, ok := w.parts[f.rec.Partition]
+		if !ok || p.gone || f.rec.Offset < p.next.Offset {
+			continue // moved to another member, or released and re-planned already
+		}
+		cur, ok := w.cmds.lookup(f.id)
+		src := source(f.rec)
+		if !ok || cur.part != f.cmd.part || cur.off != f.cmd.off || cur.moved == src {
+			continue // another command since, or moved already
+		}
+		env, err := parse(f.rec, w.rules)
+		if err != nil {
+			continue // dead-lettered when it leaves its level
+		}
+		env.Due = time.UnixMilli(cur.due)
+		// Moved now, so that the original, if released before the copy is
+		// acknowledged, is dropped: the copy is retried like any delivery,
+		// and dead-lettered with the reason if it cannot be made.
+		w.cmds.matched(f.id, cur, src)
+		e := &entry{part: w.side, src: f.rec, id: f.id, out: env.delivery(), due: env.Due,
+			mark: &moveMark{id: f.id, source: src, cmd: cur}}
+		w.log.Debug("moving_ahead", "id", f.id, "source", src, "due", env.Due)
+		w.count(Delivered)
+		w.produce(e)
+		if w.txn != nil {
+			w.txnMoves = append(w.txnMoves, *e.mark)
+		}
+	}
+}
