@@ -247,4 +247,3 @@ func (b *bubble) start(cfg Config) (*Forwarder, func()) {
 		}
 	}
 }
-
