@@ -29,8 +29,19 @@
 // maximum delay: ProducerConfig's zero value matches a server run with its
 // defaults, and other servers need the same values in ProducerConfig.
 // NewProducer checks with the broker that the topics of that prefix and
-// those levels exist, and fails naming them otherwise; a Producer with fewer
-// levels than the server works, its records taking more hops.
+// those levels, and its control topic, exist, and fails naming them
+// otherwise; a Producer with fewer levels than the server works, its records
+// taking more hops.
+//
+// # Commands
+//
+// Cancel, Reschedule and RunNow change a message still pending, named by its
+// kdelay-id (the id Send returned): not delivered, delivered once at a new
+// time, or delivered at once. Each writes a command to kdelay's control
+// topic; the last one written for an id is in force. None can undo a
+// delivery already made.
+//
+//	err = p.Reschedule(ctx, id, client.After(30*time.Second))
 //
 // Delayed builds a record for the ingress topic instead, for producing with
 // any kgo.Client, with the same options and WithTopicPrefix for a server's

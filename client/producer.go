@@ -43,7 +43,8 @@ type ProducerConfig struct {
 	IDFunc func() string
 
 	// TopicCheckTimeout bounds how long NewProducer waits for the broker to
-	// say whether kdelay's ingress and level topics exist. Default 10s.
+	// say whether kdelay's ingress, level and control topics exist. Default
+	// 10s.
 	TopicCheckTimeout time.Duration
 
 	// SkipTopicCheck makes NewProducer skip that check, for a process that
@@ -89,8 +90,9 @@ type Producer struct {
 }
 
 // NewProducer returns a Producer that sends with cl, once the broker says
-// that kdelay's ingress topic and the topic of each of cfg's levels exist:
-// with a wrong prefix or a level the server lacks it fails, naming them. It
+// that kdelay's ingress topic, the topic of each of cfg's levels and the
+// control topic (for Cancel, Reschedule and RunNow) exist: with a wrong
+// prefix or a level the server lacks it fails, naming them. It
 // waits for the broker until ctx ends or for cfg.TopicCheckTimeout (10s),
 // whichever is sooner; set cfg.SkipTopicCheck to construct it without a
 // broker. cl must not be transactional or flush manually (Send waits for

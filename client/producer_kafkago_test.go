@@ -55,7 +55,7 @@ func TestKafkaGoProducerWrongPrefix(t *testing.T) {
 	cfg := fx.cfg
 	cfg.Topics.Prefix = "wrong"
 	_, err := kafkago.NewProducer(context.Background(), fx.writer(), cfg)
-	want := `topics wrong.ingress, wrong.level.1s, wrong.level.2s do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`
+	want := `topics wrong.ingress, wrong.level.1s, wrong.level.2s, wrong.control do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("kafkago.NewProducer: %v, want an error saying %q", err, want)
 	}
@@ -102,20 +102,23 @@ func (fx *fixture) readIdempotent(t *testing.T, sends []sent) {
 	}
 }
 
-// writer is a kafka-go Writer with the settings package kafkago documents,
+// writer is a kafka-go Writer to the fixture's broker; see writerTo.
+func (fx *fixture) writer() *kafka.Writer { return writerTo(fx.t, fx.cluster.Brokers...) }
+
+// writerTo is a kafka-go Writer with the settings package kafkago documents,
 // closed with its connections when the test ends.
-func (fx *fixture) writer() *kafka.Writer {
+func writerTo(t *testing.T, brokers ...string) *kafka.Writer {
 	tr := &kafka.Transport{}
 	w := &kafka.Writer{
-		Addr:         kafka.TCP(fx.cluster.Brokers...),
+		Addr:         kafka.TCP(brokers...),
 		RequiredAcks: kafka.RequireAll,
 		BatchTimeout: 5 * time.Millisecond,
 		Balancer:     &kafka.Hash{},
 		Transport:    tr,
 	}
-	fx.t.Cleanup(func() {
+	t.Cleanup(func() {
 		if err := w.Close(); err != nil {
-			fx.t.Errorf("close writer: %v", err)
+			t.Errorf("close writer: %v", err)
 		}
 		tr.CloseIdleConnections()
 	})

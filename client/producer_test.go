@@ -341,7 +341,7 @@ func TestProducerTopicsServerLacks(t *testing.T) {
 		want string
 	}{
 		{"a wrong prefix", client.ProducerConfig{Topics: kdelay.Topics{Prefix: "wrong"}, Levels: fx.cfg.Levels},
-			`topics wrong.ingress, wrong.level.1s, wrong.level.2s do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`},
+			`topics wrong.ingress, wrong.level.1s, wrong.level.2s, wrong.control do not exist: is kdelay running with topic prefix "wrong" and levels [1s 2s]?`},
 		{"a level the server lacks", client.ProducerConfig{Topics: fx.cfg.Topics, Levels: set},
 			fmt.Sprintf("topic %s does not exist: is kdelay running with topic prefix %q and levels [1s 3s]?", fx.cfg.Topics.Level("3s"), fx.cfg.Topics.Prefix)},
 	} {

@@ -22,10 +22,11 @@ type Producer struct {
 }
 
 // NewProducer returns a Producer that writes with w, once the broker at
-// w.Addr says that kdelay's ingress topic and the topic of each of cfg's
-// levels exist; see client.NewProducer for the check, its bound and how to
-// skip it. It refuses a Writer that could lose messages without an error, or
-// that has a Topic; see the package documentation for the settings to use.
+// w.Addr says that kdelay's ingress topic, the topic of each of cfg's
+// levels and the control topic exist; see client.NewProducer for the check,
+// its bound and how to skip it. It refuses a Writer that could lose messages
+// without an error, or that has a Topic; see the package documentation for
+// the settings to use.
 func NewProducer(ctx context.Context, w *kafka.Writer, cfg client.ProducerConfig) (*Producer, error) {
 	if err := checkWriter(w); err != nil {
 		return nil, err

@@ -4,6 +4,9 @@
 //
 //	kdelay serve                          # run kdelay, with an embedded broker unless --brokers is set
 //	kdelay send --target T --delay 90s V  # write one delayed record to the ingress
+//	kdelay cancel ID                      # do not deliver the message with kdelay-id ID
+//	kdelay reschedule ID --delay 30s      # deliver it at a new time instead (or --at TIME)
+//	kdelay run-now ID                     # deliver it now instead
 //	kdelay tail T                         # print records as they reach a topic
 //	kdelay status                         # what waits in each level, and how late
 //	kdelay dlq list | replay              # read the dead letters; replay them once fixed
@@ -48,13 +51,34 @@ func newRoot() *cobra.Command {
 		SilenceUsage:  true, // a runtime failure is not a usage mistake
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			_ = cmd.Help()
-			return usageError{errors.New("name a command: serve, send, tail, status or dlq")}
+			return usageError{errors.New("name a command: serve, send, cancel, reschedule, run-now, tail, status or dlq")}
 		},
 	}
 	// Subcommands inherit this: cmd is the one whose flags were mistyped.
 	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
-	root.AddCommand(newServe(), newSend(), newTail(), newStatus(), newDLQ(), newVersion(), newBench())
+	// --help lists the commands by what they are for, in this order, rather
+	// than all in one alphabetical list.
+	root.AddGroup(
+		&cobra.Group{ID: groupRun, Title: "Run kdelay:"},
+		&cobra.Group{ID: groupRecords, Title: "Delayed records:"},
+		&cobra.Group{ID: groupOperate, Title: "Operate it:"})
+	root.AddCommand(inGroup(groupRun, newServe()),
+		inGroup(groupRecords, newSend()), newCancel(), newReschedule(), newRunNow(), inGroup(groupRecords, newTail()),
+		inGroup(groupOperate, newStatus()), inGroup(groupOperate, newDLQ()), inGroup(groupOperate, newBench()),
+		newVersion())
 	return root
+}
+
+// The groups of kdelay --help.
+const (
+	groupRun     = "run"
+	groupRecords = "records"
+	groupOperate = "operate"
+)
+
+func inGroup(id string, cmd *cobra.Command) *cobra.Command {
+	cmd.GroupID = id
+	return cmd
 }
 
 // usageError is a mistake in the command line or the configuration: nothing

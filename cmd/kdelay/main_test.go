@@ -46,7 +46,7 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"serve", "--chek-interval", "1s"}, 2, "unknown flag: --chek-interval; did you mean --check-interval?"},
 		{"misspelt flag", []string{"serve", "--brokres", "x"}, 2, "unknown flag: --brokres; did you mean --brokers?"},
 		{"unknown command", []string{"serv"}, 2, `unknown command "serv" for "kdelay"`},
-		{"no command", nil, 2, "name a command: serve, send, tail, status or dlq"},
+		{"no command", nil, 2, "name a command: serve, send, cancel, reschedule, run-now, tail, status or dlq"},
 		{"send without a delay", []string{"send", "--target", "orders", "hello"}, 2, "set exactly one of --delay (e.g. 90s) and --at"},
 		{"send with a delay and a time", []string{"send", "--target", "orders", "--delay", "1s", "--at", "1", "hello"}, 2, "set exactly one of --delay"},
 		{"send without a value", []string{"send", "--target", "orders", "--delay", "1s"}, 2, "give the record's value as VALUE, or - to read it from standard input"},

@@ -11,6 +11,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -58,14 +59,14 @@ type Plan struct {
 	ID        string
 }
 
-// WriteTopics are the topics a producer writes to: the ingress and every
-// level's.
+// WriteTopics are the topics a producer writes to: the ingress, every
+// level's, and the control topic, which its commands go to.
 func (p Planner) WriteTopics() []string {
 	ts := []string{p.Topics.Ingress()}
 	for _, l := range p.Levels {
 		ts = append(ts, p.Topics.Level(l.Name))
 	}
-	return ts
+	return append(ts, p.Topics.Control())
 }
 
 // Missing explains why topics a producer writes to do not exist: a prefix or
@@ -77,6 +78,12 @@ func (p Planner) Missing(topics []string, err error) error {
 	}
 	msg := fmt.Sprintf("%s: is kdelay running with topic prefix %q and levels %v? Topics and Levels must match the server's",
 		what, p.prefix(), p.Levels.Names())
+	if slices.Contains(topics, p.Topics.Control()) {
+		// The one topic a server of the right prefix and levels may lack:
+		// it came with commands.
+		msg += fmt.Sprintf("; kdelay serve creates %s at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact",
+			p.Topics.Control())
+	}
 	if err == nil {
 		return errors.New(msg)
 	}

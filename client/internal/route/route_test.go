@@ -139,6 +139,12 @@ func TestCheckTopics(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), want) {
 		t.Errorf("CheckTopics with two missing: %v, want %q", err, want)
 	}
+	err = CheckTopics(context.Background(), p, time.Second, missing("kd.control"))
+	want = `topic kd.control does not exist: is kdelay running with topic prefix "kd" and levels [1s 5s 1m]? Topics and Levels must match the server's; ` +
+		`kdelay serve creates kd.control at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact`
+	if err == nil || err.Error() != want {
+		t.Errorf("CheckTopics without the control topic:\n got %v\nwant %s", err, want)
+	}
 	var asked []string
 	err = CheckTopics(context.Background(), p, 20*time.Millisecond, func(ctx context.Context, topics []string) ([]string, error) {
 		asked = topics
@@ -148,7 +154,7 @@ func TestCheckTopics(t *testing.T) {
 	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "SkipTopicCheck") {
 		t.Errorf("CheckTopics on a broker that does not answer: %v, want the deadline and how to skip the check", err)
 	}
-	if want := []string{"kd.ingress", "kd.level.1s", "kd.level.5s", "kd.level.1m"}; !slices.Equal(asked, want) {
+	if want := []string{"kd.ingress", "kd.level.1s", "kd.level.5s", "kd.level.1m", "kd.control"}; !slices.Equal(asked, want) {
 		t.Errorf("CheckTopics asked for %v, want %v", asked, want)
 	}
 }
