@@ -52,6 +52,7 @@ const (
 type Forwarder interface {
 	Ready() <-chan struct{}
 	Levels() []forwarder.LevelState
+	Commands() forwarder.CommandStats
 }
 
 // Config configures a Server.

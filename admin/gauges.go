@@ -19,6 +19,12 @@ var (
 	pausedDesc = prometheus.NewDesc(Namespace+"_paused_partitions",
 		"Partitions of the level this kdelay does not fetch from, because their buffered records are not due soon or its memory share is full.",
 		[]string{"level"}, nil)
+	commandsLiveDesc = prometheus.NewDesc(Namespace+"_commands_live",
+		"Commands (cancel, reschedule, run-now) this kdelay keeps in memory: those written within the largest level plus retention-headroom. Every kdelay reads them all: aggregate with max.",
+		nil, nil)
+	commandsDesc = prometheus.NewDesc(Namespace+"_commands_total",
+		"Command records this kdelay read from the control topic, by what became of them: read (valid), invalid (refused, logged as command_invalid), matched (applied to a record by this kdelay), unmatched (kept their time without matching a record: the message was delivered before, or the id is unknown; logged as command_unmatched, counted by the kdelay that owns ingress partition 0 only).",
+		[]string{"result"}, nil)
 	readyDesc = prometheus.NewDesc(Namespace+"_ready",
 		"1 when /readyz would answer 200: started, every level assigned, a broker answers; 0 otherwise.",
 		nil, nil)
@@ -28,7 +34,7 @@ var (
 type gauges struct{ s *Server }
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, readyDesc} {
+	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, commandsLiveDesc, commandsDesc, readyDesc} {
 		ch <- d
 	}
 }
@@ -44,6 +50,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, age, l.Level)
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(l.Paused), l.Level)
+	}
+	cs := s.cfg.Forwarder.Commands()
+	ch <- prometheus.MustNewConstMetric(commandsLiveDesc, prometheus.GaugeValue, float64(cs.Live))
+	for result, n := range map[string]int64{"read": cs.Read, "invalid": cs.Invalid, "matched": cs.Matched, "unmatched": cs.Unmatched} {
+		ch <- prometheus.MustNewConstMetric(commandsDesc, prometheus.CounterValue, float64(n), result)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()

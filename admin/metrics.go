@@ -89,7 +89,7 @@ func (m *Metrics) Level(name string) forwarder.LevelObserver {
 // is an atomic add: no label lookup, no allocation.
 type level struct {
 	lateness prometheus.Observer
-	outcomes [5]prometheus.Counter
+	outcomes [6]prometheus.Counter
 	client   *kprom.Metrics
 }
 

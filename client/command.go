@@ -17,7 +17,7 @@ import (
 // returns once the broker has acknowledged it. It cannot undo a delivery
 // already made: the target topic then holds the message with header
 // kdelay-id, and kdelay logs command_unmatched (counted in
-// kdelay_commands_unmatched_total) for a command that matched no record.
+// kdelay_commands_total{result="unmatched"}) for a command that matched no record.
 //
 // The last command written for an id is the one in force: a Reschedule or
 // RunNow after a Cancel un-cancels, a Cancel after them cancels.

@@ -191,7 +191,7 @@ func TestCommandsWithoutControlTopic(t *testing.T) {
 	cluster.CreateTopic(cfg.Topics.Ingress(), 1, nil)
 	cluster.CreateTopic(cfg.Topics.Level("1s"), 1, nil)
 	want := "topic " + cfg.Topics.Control() + " does not exist: is kdelay running with topic prefix"
-	fix := "kdelay serve creates " + cfg.Topics.Control() + " at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact"
+	fix := "kdelay serve creates " + cfg.Topics.Control() + " at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact,delete"
 	t.Run("NewProducer fails", func(t *testing.T) {
 		_, err := client.NewProducer(context.Background(), cluster.Client(), cfg)
 		if err == nil || !strings.Contains(err.Error(), want) || !strings.Contains(err.Error(), fix) {

@@ -48,10 +48,6 @@ func setup(t *testing.T) *fixture {
 		cfg:     client.ProducerConfig{Topics: topics, Levels: set},
 	}
 	cluster.CreateTopic(fx.target, 3, nil)
-	// The commands' topic, compacted, as serve creates it.
-	// TODO(lead): drop this once the forwarder creates it (branch control).
-	compact := "compact"
-	cluster.CreateTopic(topics.Control(), 2, map[string]*string{"cleanup.policy": &compact})
 	fx.start()
 	return fx
 }

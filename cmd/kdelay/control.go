@@ -22,8 +22,8 @@ import (
 const afterDelivery = `A command cannot undo a delivery already made. Whether the message was
 delivered is known on its target topic, which then holds it with header
 kdelay-id=ID; and kdelay logs command_unmatched with the id, and counts
-kdelay_commands_unmatched_total, for a command that matched no record while
-it was kept (twice the largest level).
+kdelay_commands_total{result="unmatched"}, for a command that matched no record while
+it was kept (the largest level plus retention-headroom).
 
 The last command written for an ID is the one in force: a reschedule or
 run-now after a cancel un-cancels the message, a cancel after them cancels it.
@@ -166,7 +166,7 @@ func writeCommand(ctx context.Context, cfg config.Config, r *kgo.Record, c kdela
 		if errors.Is(err, kerr.UnknownTopicOrPartition) {
 			brokers := strings.Join(cfg.Seeds(), ",")
 			return fmt.Errorf("topic %s does not exist on %s: kdelay serve creates it at start (a kdelay older than commands does not: upgrade it), or check --topic-prefix; "+
-				"if you create kdelay's topics yourself, create it compacted: kafka-topics.sh --bootstrap-server %s --create --topic %s --config cleanup.policy=compact",
+				"if you create kdelay's topics yourself, create it compacted: kafka-topics.sh --bootstrap-server %s --create --topic %s --config cleanup.policy=compact,delete",
 				r.Topic, brokers, brokers, r.Topic)
 		}
 		return sendFailed(err, r.Topic, cfg.Seeds())

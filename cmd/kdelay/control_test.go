@@ -192,7 +192,7 @@ func TestCommandWithoutControlTopic(t *testing.T) {
 	args := []string{"cancel", "order-42", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix}
 	code, out, took := runWithin(t, 20*time.Second, command(bin, t.TempDir(), args...))
 	want := "topic " + control + " does not exist on " + strings.Join(cluster.Brokers, ",") + ": kdelay serve creates it at start"
-	fix := "create it compacted: kafka-topics.sh --bootstrap-server " + strings.Join(cluster.Brokers, ",") + " --create --topic " + control + " --config cleanup.policy=compact"
+	fix := "create it compacted: kafka-topics.sh --bootstrap-server " + strings.Join(cluster.Brokers, ",") + " --create --topic " + control + " --config cleanup.policy=compact,delete"
 	if code != 1 || !strings.Contains(out, want) || !strings.Contains(out, fix) || took > 10*time.Second {
 		t.Errorf("kdelay %s: exit %d after %s, printed:\n%s\nwant exit 1 within 10s, saying %q and %q", strings.Join(args, " "), code, took, out, want, fix)
 	}

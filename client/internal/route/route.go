@@ -81,7 +81,7 @@ func (p Planner) Missing(topics []string, err error) error {
 	if slices.Contains(topics, p.Topics.Control()) {
 		// The one topic a server of the right prefix and levels may lack:
 		// it came with commands.
-		msg += fmt.Sprintf("; kdelay serve creates %s at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact",
+		msg += fmt.Sprintf("; kdelay serve creates %s at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact,delete",
 			p.Topics.Control())
 	}
 	if err == nil {

@@ -141,7 +141,7 @@ func TestCheckTopics(t *testing.T) {
 	}
 	err = CheckTopics(context.Background(), p, time.Second, missing("kd.control"))
 	want = `topic kd.control does not exist: is kdelay running with topic prefix "kd" and levels [1s 5s 1m]? Topics and Levels must match the server's; ` +
-		`kdelay serve creates kd.control at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact`
+		`kdelay serve creates kd.control at start, and a kdelay older than commands has none: upgrade it, or create the topic with cleanup.policy=compact,delete`
 	if err == nil || err.Error() != want {
 		t.Errorf("CheckTopics without the control topic:\n got %v\nwant %s", err, want)
 	}

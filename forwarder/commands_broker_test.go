@@ -1,0 +1,86 @@
+package forwarder
+
+import (
+	"context"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestCommandsOnBroker runs every command on the real clock against the
+// test broker, Apache Kafka when KDELAY_TEST_BROKERS names one: the bubble
+// tests (commands_test.go) say when records arrive to the millisecond; this
+// one says the same commands work through a real broker's compaction,
+// timestamps and offsets. Lateness here is the machine's, so it is only
+// bounded loosely; early is never allowed.
+func TestCommandsOnBroker(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "2s", "20s"})
+	arrived := fx.cluster.Collect(fx.target)
+	f, _ := fx.start(fx.cfg)
+
+	// 40s goes into the 20s level first, where it stays 20 seconds: longer
+	// than the new times below, so those must find it there.
+	send := func(id string, d time.Duration) time.Time {
+		r := fx.send(id, kdelay.HeaderTarget, fx.target, kdelay.HeaderID, id, kdelay.HeaderDelay, d.String())
+		return r.Timestamp.Truncate(time.Millisecond).Add(d)
+	}
+	command := func(id, name string, headers ...string) time.Time {
+		r := &kgo.Record{Topic: fx.cfg.Topics.Control(), Key: []byte(id), Value: []byte{},
+			Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(name)}}}
+		for i := 0; i+1 < len(headers); i += 2 {
+			r.Headers = append(r.Headers, kgo.RecordHeader{Key: headers[i], Value: []byte(headers[i+1])})
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fx.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("write command: %v", err)
+		}
+		return r.Timestamp.Truncate(time.Millisecond)
+	}
+	send("cancelled", 40*time.Second)
+	send("earlier", 40*time.Second)
+	send("now", 40*time.Second)
+	send("later", 3*time.Second)
+	witness := send("witness", 45*time.Second)
+	waitFor(t, 10*time.Second, "the records to reach the 20s level", func() bool {
+		return fx.records(fx.cfg.Topics.Level("20s")) >= 4
+	})
+
+	command("cancelled", kdelay.CommandCancel)
+	earlier := command("earlier", kdelay.CommandReschedule, kdelay.HeaderDelay, "4s").Add(4 * time.Second)
+	later := command("later", kdelay.CommandReschedule, kdelay.HeaderDelay, "8s").Add(8 * time.Second)
+	now := command("now", kdelay.CommandRunNow)
+
+	got := arrived.Until(time.Until(witness)+30*time.Second, func(as []kafkatest.Arrival) bool {
+		return slices.ContainsFunc(as, func(a kafkatest.Arrival) bool { return string(a.Value) == "witness" })
+	})
+	at := map[string][]time.Time{}
+	for _, a := range got {
+		at[string(a.Value)] = append(at[string(a.Value)], a.At)
+	}
+	if at["witness"] == nil {
+		t.Fatalf("the witness, due %s, did not arrive within 30s of it; arrived: %v", witness, at)
+	}
+	if at["cancelled"] != nil {
+		t.Errorf("cancelled arrived at %v", at["cancelled"])
+	}
+	for id, due := range map[string]time.Time{"earlier": earlier, "later": later, "now": now} {
+		switch a := at[id]; {
+		case len(a) != 1:
+			t.Errorf("%s arrived %d times, want once at %s", id, len(a), due)
+		case a[0].Before(due):
+			t.Errorf("%s arrived %s before its new due time", id, due.Sub(a[0]))
+		case a[0].Sub(due) > 5*time.Second:
+			t.Errorf("%s arrived %s after its new due time; its old one was %s away", id, a[0].Sub(due), 40*time.Second)
+		}
+	}
+	if s := f.Commands(); s.Matched < 4 || s.Cancelled != 1 {
+		t.Errorf("Commands() = %+v, want 4 matched, 1 cancelled", s)
+	}
+}
