@@ -12,6 +12,9 @@
 //	srv, _ := admin.New(admin.Config{Forwarder: f, Metrics: m, Brokers: brokers})
 //	go srv.Run(ctx)
 //	f.Run(ctx)
+//
+// Tracing, apart, makes OpenTelemetry spans of every record the forwarder
+// receives and publishes: give its ClientOpts to forwarder.Config.ClientOpts.
 package admin
 
 import (

@@ -73,6 +73,8 @@ type Config struct {
 	InstanceID        string        // instance-id; "" for the host name
 	ShutdownTimeout   time.Duration // shutdown-timeout
 	Admin             string        // admin: host:port of the admin listener; "" for none
+	Tracing           bool          // tracing: export OpenTelemetry spans
+	TracingEndpoint   string        // tracing-endpoint: OTLP/HTTP collector URL; "" for the OTEL_* variables' or the exporter's default
 	LogLevel          slog.Level    // log-level
 	LogFormat         string        // log-format: "text" or "json"
 

@@ -161,6 +161,14 @@ func TestPrecedence(t *testing.T) {
 		{"log level and format",
 			sources{env: []string{"KDELAY_LOG_LEVEL=DEBUG", "KDELAY_LOG_FORMAT=json"}},
 			func(c Config) (any, any) { return []any{c.LogLevel, c.LogFormat}, []any{slog.LevelDebug, "json"} }},
+		{"tracing on, with a collector",
+			sources{yaml: "tracing: true\n", env: []string{"KDELAY_TRACING_ENDPOINT=http://otel-collector:4318"}},
+			func(c Config) (any, any) {
+				return []any{c.Tracing, c.TracingEndpoint}, []any{true, "http://otel-collector:4318"}
+			}},
+		{"tracing off by default",
+			sources{},
+			func(c Config) (any, any) { return []any{c.Tracing, c.TracingEndpoint}, []any{false, ""} }},
 		{"unknown KDELAY_ variables are ignored",
 			sources{env: []string{"KDELAY_TEST_BROKERS=kafka:9092", "KDELAY_GROUP=g"}},
 			func(c Config) (any, any) { return []any{c.Embedded(), c.Group}, []any{true, "g"} }},
@@ -269,6 +277,14 @@ func TestValidation(t *testing.T) {
 			`admin: "127.0.0.1:metrics" is not host:port; write e.g. 127.0.0.1:9464`},
 		{"admin port out of range", sources{yaml: "admin: :70000\n"},
 			`admin: ":70000" is not host:port`},
+		{"tracing endpoint not a URL", sources{args: []string{"--tracing", "--tracing-endpoint=otel-collector:4318"}},
+			"tracing-endpoint: is not an http or https URL with a host; write it as http://otel-collector:4318 (from --tracing-endpoint)"},
+		{"tracing endpoint with a password", sources{env: []string{"KDELAY_TRACING=true", "KDELAY_TRACING_ENDPOINT=https://alice:s3cret@traces.example.com"}},
+			"tracing-endpoint: has a user, a password, a query or a fragment, which the OTLP exporter does not send; write scheme://host:port/path only, and put credentials in OTEL_EXPORTER_OTLP_HEADERS"},
+		{"tracing endpoint without tracing", sources{yaml: "tracing-endpoint: http://otel-collector:4318\n"},
+			"tracing-endpoint: is set, but tracing is false, so no span is sent; set tracing to true, or remove tracing-endpoint"},
+		{"tracing not a boolean", sources{env: []string{"KDELAY_TRACING=on"}},
+			`tracing: "on" is neither true nor false; write true or false (from KDELAY_TRACING)`},
 		{"topic prefix", sources{args: []string{"--topic-prefix=my delays"}},
 			`topic-prefix: "my delays" cannot start a Kafka topic name; use letters, digits, '.', '_' and '-'`},
 		{"empty group", sources{env: []string{"KDELAY_GROUP="}},
@@ -299,6 +315,9 @@ func TestValidation(t *testing.T) {
 			}
 			if !strings.Contains(err.Error(), tt.want) {
 				t.Errorf("error:\n%v\nwant it to contain:\n%s", err, tt.want)
+			}
+			if strings.Contains(err.Error(), "s3cret") {
+				t.Errorf("error %q repeats a secret of the value", err)
 			}
 		})
 	}

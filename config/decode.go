@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
@@ -46,6 +47,8 @@ func (l *loader) decode() (Config, error) {
 		InstanceID:        d.text("instance-id"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
 		Admin:             d.admin(),
+		Tracing:           d.boolean("tracing"),
+		TracingEndpoint:   d.tracingEndpoint(),
 		LogLevel:          d.logLevel(),
 		LogFormat:         d.oneOf("log-format", "text", "json"),
 		TLS:               d.tls(),
@@ -54,6 +57,9 @@ func (l *loader) decode() (Config, error) {
 	if c.Embedded() && (c.TLS != nil || c.SASL != nil) {
 		name := cmp.Or(d.firstSet(isSecurity), "tls")
 		d.fail(name, "is set, but with no brokers kdelay uses the embedded broker, which is plaintext on loopback; set brokers to your secured cluster, or remove the tls and sasl settings")
+	}
+	if c.TracingEndpoint != "" && !c.Tracing {
+		d.fail("tracing-endpoint", "is set, but tracing is false, so no span is sent; set tracing to true, or remove tracing-endpoint")
 	}
 	if c.Embedded() && c.DataDir == "" {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
@@ -248,6 +254,20 @@ func (d *decoder) admin() string {
 	_, p, err := net.SplitHostPort(s)
 	if port, perr := strconv.Atoi(p); err != nil || perr != nil || port < 0 || port > math.MaxUint16 {
 		d.fail("admin", "%q is not host:port; write e.g. %s, :9464 for every interface, or empty to turn the listener off", s, def("admin"))
+	}
+	return s
+}
+
+// tracingEndpoint is the collector's URL, "" for the exporter's own
+// settings. The message does not repeat the value: a URL refused for its
+// user or query may hold a secret.
+func (d *decoder) tracingEndpoint() string {
+	s := d.text("tracing-endpoint")
+	if s == "" {
+		return ""
+	}
+	if _, err := admin.TracesURL(s); err != nil {
+		d.fail("tracing-endpoint", "%v", err)
 	}
 	return s
 }

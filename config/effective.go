@@ -87,6 +87,11 @@ func (c Config) text(name string) string {
 		return d(c.ShutdownTimeout)
 	case "admin":
 		return c.Admin
+	case "tracing":
+		return strconv.FormatBool(c.Tracing)
+	case "tracing-endpoint":
+		// Never a secret: decode refuses a user, a password or a query.
+		return c.TracingEndpoint
 	case "log-level":
 		return strings.ToLower(c.LogLevel.String())
 	case "log-format":

@@ -22,7 +22,8 @@ func TestLogValue(t *testing.T) {
 	} {
 		t.Run(tt.name+" redacted", func(t *testing.T) {
 			t.Parallel()
-			env := append([]string{"KDELAY_BROKERS=kafka1:9092", "KDELAY_SASL_MECHANISM=" + tt.mechanism, "KDELAY_ADMIN=:9464"}, tt.env...)
+			env := append([]string{"KDELAY_BROKERS=kafka1:9092", "KDELAY_SASL_MECHANISM=" + tt.mechanism, "KDELAY_ADMIN=:9464",
+				"KDELAY_TRACING=true", "KDELAY_TRACING_ENDPOINT=https://otel-collector:4318"}, tt.env...)
 			c, err := load(t, sources{env: env, args: []string{"--check-interval=250ms"}})
 			if err != nil {
 				t.Fatalf("Load: %v", err)
@@ -37,7 +38,8 @@ func TestLogValue(t *testing.T) {
 				t.Fatalf("parse %s: %v", buf.String(), err)
 			}
 			want := map[string]string{tt.secretKey: Redacted, "sasl-mechanism": tt.mechanism, "brokers": "kafka1:9092",
-				"check-interval": "250ms", "admin": ":9464", "levels": strings.Join(c.Levels.Names(), ","), "max-buffered-bytes": "64MiB"}
+				"check-interval": "250ms", "admin": ":9464",
+				"tracing": "true", "tracing-endpoint": "https://otel-collector:4318", "levels": strings.Join(c.Levels.Names(), ","), "max-buffered-bytes": "64MiB"}
 			for k, v := range want {
 				if got := line.Config[k]; got != v {
 					t.Errorf("logged %s = %q, want %q", k, got, v)

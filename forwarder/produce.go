@@ -30,6 +30,12 @@ func (w *worker) produce(e *entry) {
 	w.txnProduced = true
 	w.txnProduces++
 	due := e.due
+	// The record goes on in the context the client's hooks gave the record
+	// it came from (nil without hooks): a tracing hook such as kotel's then
+	// makes its publish span a child of the receive span, and the trace
+	// goes on. Set at every try, so that a retry is a sibling of the
+	// failed publish, not its child.
+	e.out.Context = e.src.Context
 	w.cl.Produce(context.Background(), e.out, func(_ *kgo.Record, err error) {
 		if err == nil && !due.IsZero() {
 			// Here, not when the loop applies the ack: that may be a

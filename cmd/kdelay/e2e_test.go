@@ -90,6 +90,7 @@ type e2e struct {
 	group   string
 	target  string
 	levels  []string // serve's --levels
+	env     []string // more variables for serve, NAME=value
 }
 
 func setup(t *testing.T) *e2e {
@@ -149,6 +150,7 @@ func (e *e2e) serve() *process {
 	t.Helper()
 	s := &process{cmd: e.command(e.serveArgs()...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.Env = append(s.cmd.Env, e.env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start kdelay serve: %v", err)
 	}

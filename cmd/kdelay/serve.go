@@ -8,7 +8,9 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -53,8 +55,9 @@ exits 0.`,
 
 // serve runs kdelay until ctx ends. Shutdown goes in this order: ctx ends,
 // every forwarder stops fetching, waits for its in-flight produces, commits
-// and leaves its group; then the embedded broker closes and writes its state
-// to data-dir. The broker closes last so that the forwarders can commit.
+// and leaves its group; then the last spans are sent, when tracing; then the
+// embedded broker closes and writes its state to data-dir. The broker closes
+// last so that the forwarders can commit.
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log, kafkaLog := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
 	cfg.InstanceID = cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID())
@@ -98,6 +101,14 @@ type server struct {
 // stopped or for its own shutdown's 5s, whichever is shorter.
 func (s server) forward(ctx context.Context, brokers []string) error {
 	fcfg := s.forwarderConfig(brokers)
+	adminOpts := fcfg.ClientOpts // the listener's client has no record to trace
+	flush, err := s.trace(ctx, &fcfg)
+	if err != nil {
+		return err
+	}
+	// Deferred, so after g.Wait: once the forwarders have stopped, every
+	// span has ended.
+	defer flush()
 	var metrics *admin.Metrics
 	if s.cfg.Admin != "" {
 		metrics = admin.NewMetrics()
@@ -110,7 +121,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	g, gctx := errgroup.WithContext(ctx)
 	if metrics != nil {
 		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Metrics: metrics, Brokers: brokers,
-			ClientOpts: fcfg.ClientOpts, Logger: s.log})
+			ClientOpts: adminOpts, Logger: s.log})
 		if err != nil {
 			return err
 		}
@@ -128,6 +139,32 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	case <-done:
 	}
 	return stopped(ctx, g.Wait())
+}
+
+// tracingFlushTimeout bounds how long a stop waits for the collector to take
+// the last spans: a collector that is down must not hold the exit.
+const tracingFlushTimeout = 5 * time.Second
+
+// trace adds the tracing hooks to the forwarder's clients when tracing is
+// on, and returns what sends the last spans once they are closed. With
+// tracing off, no hook is installed and no exporter made: records pass as
+// they came, traceparent included.
+func (s server) trace(ctx context.Context, fcfg *forwarder.Config) (flush func(), err error) {
+	if !s.cfg.Tracing {
+		return func() {}, nil
+	}
+	tracing, err := admin.NewTracing(ctx, admin.TracingConfig{Endpoint: s.cfg.TracingEndpoint, ServiceVersion: version(), Logger: s.log})
+	if err != nil {
+		return nil, err
+	}
+	fcfg.ClientOpts = slices.Concat(fcfg.ClientOpts, tracing.ClientOpts())
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), tracingFlushTimeout)
+		defer cancel()
+		if err := tracing.Shutdown(ctx); err != nil {
+			s.log.Warn("tracing_flush_failed", "err", err)
+		}
+	}, nil
 }
 
 // stopped is nil for a shutdown: a signal during start-up cancels whatever
