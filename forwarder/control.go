@@ -177,11 +177,20 @@ func (r *controlReader) expire(now time.Time) {
 		return
 	}
 	r.cmds.count(func(s *CommandStats) { s.Unmatched += int64(len(unmatched)) })
-	for _, id := range unmatched {
+	// A line per command, up to a bound per sweep: a million cancels that
+	// came after their deliveries must not become a million log lines.
+	for _, id := range unmatched[:min(len(unmatched), unmatchedLogged)] {
 		r.cfg.Logger.Warn("command_unmatched", "id", id,
 			"reason", "no record with this id was pending while the command was kept: it was delivered before, or the id is unknown")
 	}
+	if n := len(unmatched) - unmatchedLogged; n > 0 {
+		r.cfg.Logger.Warn("commands_unmatched_not_logged", "count", n,
+			"reason", "more than "+strconv.Itoa(unmatchedLogged)+" commands matched no record in one sweep; each is counted in kdelay_commands_total{result=\"unmatched\"}")
+	}
 }
+
+// unmatchedLogged bounds the command_unmatched lines of one sweep.
+const unmatchedLogged = 100
 
 // sweepInterval is how often commands past ttl are forgotten: often enough
 // that one outlives ttl by a sixteenth at most, and at least once a minute.

@@ -162,6 +162,9 @@ func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts [
 		kgo.ClientID("kdelay-scan"),
 		kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{w.source: offsets}),
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// A partition written in transactions (exactly-once) may end with
+		// a transaction marker: without it the scan would not see its end.
+		kgo.KeepControlRecords(),
 		kgo.DisableClientMetrics(),
 	}, w.cfg.ClientOpts...)...)
 	if err != nil {
@@ -179,7 +182,7 @@ func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts [
 			if !ok || r.Offset >= end {
 				return
 			}
-			if f, ok := w.hidden(r, want); ok {
+			if f, ok := w.hidden(r, want); ok && !r.Attrs.IsControl() {
 				fs = append(fs, f)
 			}
 			if r.Offset+1 >= end {
