@@ -29,6 +29,9 @@ func checkGoals(r *Report) []Goal {
 	if s := r.Scale; s != nil {
 		out = append(out, scaleGoals(s)...)
 	}
+	if c := r.Commands; c != nil {
+		out = append(out, commandGoals(c)...)
+	}
 	return out
 }
 
@@ -65,6 +68,12 @@ func countGoals(r *Report) []Goal {
 		early += r.Scale.BurstLateness.Early
 		lost += r.Scale.BurstLateness.Lost
 	}
+	if c := r.Commands; c != nil {
+		for _, g := range append(c.None, c.Live...) {
+			early += g.Early
+			lost += g.Lost
+		}
+	}
 	return []Goal{
 		{Name: "early records", Want: "0", Got: strconv.FormatInt(early, 10), Met: early == 0},
 		{Name: "lost records", Want: "0", Got: strconv.FormatInt(lost, 10), Met: lost == 0},
@@ -83,6 +92,29 @@ func scaleGoals(s *ScaleResult) []Goal {
 			Name: fmt.Sprintf("idle CPU with %d pending", s.Pending), Want: "< 1% of a core",
 			Got: strconv.FormatFloat(s.IdleCPU*100, 'f', 2, 64) + "%", Met: s.IdleCPU < 0.01,
 		},
+	}
+}
+
+// commandGoals: live commands cost memory per command, not lateness, and
+// load in seconds.
+func commandGoals(c *CommandsResult) []Goal {
+	steady := func(gs []Group) Group {
+		for _, g := range gs {
+			if g.Name == GroupSteady {
+				return g
+			}
+		}
+		return Group{}
+	}
+	none, live := steady(c.None), steady(c.Live)
+	perCommand := c.PerCommand()
+	return []Goal{
+		within(fmt.Sprintf("p99 lateness, %d live − none", c.Commands), live.P99-none.P99, 5*time.Millisecond),
+		{
+			Name: "RSS per live command", Want: "≤ 300 B",
+			Got: strconv.FormatFloat(perCommand, 'f', 0, 64) + " B", Met: perCommand <= 300,
+		},
+		within(fmt.Sprintf("loading %d commands", c.Commands), c.Load(), 10*time.Second),
 	}
 }
 

@@ -69,13 +69,15 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 		return nil, nil, fmt.Errorf("start the forwarder in mode %s: %w", mode, err)
 	}
 	s := &sender{cl: c.cl, ingress: in.Topics().Ingress(), target: target, coll: coll, log: cfg.Logger}
+	p := &phase{c: c, cfg: cfg, in: in, coll: coll, s: s, gs: groups{}}
+	// p.in, not in: a phase may restart its forwarder (commands.go).
 	stop := func() (Usage, error) {
 		s.stop(context.WithoutCancel(ctx))
-		u, err := in.Stop()
+		u, err := p.in.Stop()
 		stopCollector()
 		return u, err
 	}
-	return &phase{c: c, cfg: cfg, in: in, coll: coll, s: s, gs: groups{}}, stop, nil
+	return p, stop, nil
 }
 
 func (c *cluster) forwarderSetup(cfg *Config, name string, mode forwarder.Mode) Setup {

@@ -47,6 +47,17 @@ func WriteBenchfmt(w io.Writer, r *Report) error {
 	if s := r.Scale; s != nil {
 		b.WriteString(scaleLines(s))
 	}
+	if c := r.Commands; c != nil {
+		live := "live=" + strconv.Itoa(c.Commands)
+		for _, g := range c.None {
+			b.WriteString(latenessLine("exact/commands=none", g))
+		}
+		for _, g := range c.Live {
+			b.WriteString(latenessLine("exact/commands="+live, g))
+		}
+		b.WriteString(line("Commands/"+live, 1, c.RSSNone, "rss-none-B", c.RSSLive, "rss-live-B",
+			c.PerCommand(), "rss-B/command", c.Load().Nanoseconds(), "load-ns"))
+	}
 	_, err := io.WriteString(w, b.String())
 	return err
 }

@@ -34,6 +34,9 @@ func WriteTable(w io.Writer, r *Report) error {
 	if s := r.Scale; s != nil {
 		writeScale(tw, s)
 	}
+	if c := r.Commands; c != nil {
+		writeCommands(tw, c)
+	}
 	writeGoals(tw, r.Goals)
 	return tw.Flush()
 }
@@ -111,6 +114,39 @@ func writeScale(w io.Writer, s *ScaleResult) {
 		width = max(width, utf8.RuneCountInString(r[0]))
 	}
 	fmt.Fprintf(w, "%s\tVALUE\t\n", padRight("SCALE", width))
+	for _, r := range rows {
+		fmt.Fprintf(w, "%s\t%s\t\n", padRight(r[0], width), r[1])
+	}
+	fmt.Fprintln(w)
+}
+
+func writeCommands(w io.Writer, c *CommandsResult) {
+	u := c.Usage
+	live := strconv.Itoa(c.Commands) + " live"
+	fmt.Fprintf(w, "COMMANDS     \t%s\tSENT\tDELIVERED\tLOST\tDUPS\tEARLY\tP50 ms\tP90 ms\tP99 ms\tP99.9 ms\tMAX ms\tPER S\t\n", padRight("GROUP", len(GroupSteady)))
+	for _, run := range []struct {
+		name   string
+		groups []Group
+	}{{"none", c.None}, {live, c.Live}} {
+		for _, g := range run.groups {
+			fmt.Fprintf(w, "%-13s\t%-*s\t%s\n", run.name, len(GroupSteady), g.Name, latenessCells(g))
+		}
+	}
+	fmt.Fprintln(w)
+	rows := [][2]string{
+		{"RSS with no command live", usageMB(u, c.RSSNone) + " MB"},
+		{"RSS with " + live, usageMB(u, c.RSSLive) + " MB"},
+		{"RSS per live command", strconv.FormatFloat(c.PerCommand(), 'f', 0, 64) + " B"},
+		{"restart to ready, control topic empty", c.ReadyEmpty.Round(time.Millisecond).String()},
+		{fmt.Sprintf("restart to ready, %d in it", c.Commands), c.ReadyLoaded.Round(time.Millisecond).String()},
+		{"loading them took", c.Load().Round(time.Millisecond).String()},
+		{"measured on", measuredOn(u)},
+	}
+	width := 0
+	for _, r := range rows {
+		width = max(width, utf8.RuneCountInString(r[0]))
+	}
+	fmt.Fprintf(w, "%s\tVALUE\t\n", padRight("COMMANDS", width))
 	for _, r := range rows {
 		fmt.Fprintf(w, "%s\t%s\t\n", padRight(r[0], width), r[1])
 	}

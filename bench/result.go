@@ -23,7 +23,9 @@ type Report struct {
 	Modes []ModeResult `json:"modes,omitempty"`
 	Copy  *CopyResult  `json:"copy,omitempty"`
 	Scale *ScaleResult `json:"scale,omitempty"`
-	Goals []Goal       `json:"goals"`
+	// Commands is what live commands cost (bench commands).
+	Commands *CommandsResult `json:"commands,omitempty"`
+	Goals    []Goal          `json:"goals"`
 }
 
 // Machine is what the run ran on.
@@ -129,6 +131,36 @@ type ScaleResult struct {
 	BurstDrain    time.Duration `json:"burst_drain_ns"`   // from the due time to the last arrival
 	BurstLateness Group         `json:"burst_lateness"`
 	Usage         Usage         `json:"usage"`
+}
+
+// CommandsResult is what a forwarder holds and how late it delivers with no
+// command live and with Commands cancels live, and how long it takes to
+// start with them in the control topic.
+type CommandsResult struct {
+	Commands int   `json:"commands"`
+	RSSNone  int64 `json:"rss_none_bytes"` // no command live, after settling
+	RSSLive  int64 `json:"rss_live_bytes"` // Commands live, after settling
+	// ReadyEmpty and ReadyLoaded are how long a restart took, from start to
+	// every group joined, with the control topic empty and with Commands
+	// cancels in it: their difference is loading them.
+	ReadyEmpty  time.Duration `json:"ready_empty_ns"`
+	ReadyLoaded time.Duration `json:"ready_loaded_ns"`
+	// None and Live are the steady records' and the floor's lateness, with
+	// no command live and with Commands live.
+	None  []Group `json:"none"`
+	Live  []Group `json:"live"`
+	Usage Usage   `json:"usage"`
+}
+
+// Load is how much longer a start took with Commands in the control topic.
+func (c *CommandsResult) Load() time.Duration { return max(c.ReadyLoaded-c.ReadyEmpty, 0) }
+
+// PerCommand is resident memory per live command, in bytes.
+func (c *CommandsResult) PerCommand() float64 {
+	if c.Commands == 0 {
+		return 0
+	}
+	return float64(c.RSSLive-c.RSSNone) / float64(c.Commands)
 }
 
 // Goal is one of kdelay's targets (lateness, no loss, throughput, memory,

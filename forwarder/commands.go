@@ -27,25 +27,80 @@ type commands struct {
 	version atomic.Uint64 // bumped when a command is set or made ready: held records are looked at again
 
 	mu      sync.RWMutex
-	byID    map[string]command
-	marks   map[string]mark // marks read before their command, by id
-	waiting dueHeap         // reschedules and run-nows, by due time, until due
-	ready   []pendingScan   // commands due and not matched: hidden records to find (scan.go)
-	base    int             // how many were dropped from the front of ready
+	byID    map[string]live   // the command in force, by id; see get and put
+	moved   map[string]string // the moved of the few commands that have one, by id
+	marks   map[string]mark   // marks read before their command, by id
+	waiting dueHeap           // reschedules and run-nows, by due time, until due
+	ready   []pendingScan     // commands due and not matched: hidden records to find (scan.go)
+	base    int               // how many were dropped from the front of ready
 
 	stats CommandStats
 }
 
-// command is one live command; 40 bytes beside its id, so a million cost
-// about 100 MB with the map's own overhead (measured: docs/BENCHMARKS.md).
+// command is one live command, as the table hands it out.
 type command struct {
 	name    byte  // cmdCancel, cmdReschedule or cmdRunNow
 	matched bool  // a forwarder applied it to a record: this process, or another's mark
 	part    int32 // where the command is in the control topic: a mark names it
 	off     int64
-	due     int64 // unix milliseconds: the new due time of a reschedule or run-now
-	at      int64 // unix milliseconds: the command record's timestamp
-	moved   string
+	due     int64  // unix milliseconds: the new due time of a reschedule or run-now
+	at      int64  // unix milliseconds: the command record's timestamp
+	moved   string // source of the record a scan moved ahead, if one did
+}
+
+// live is a command as the table keeps it: 32 bytes beside its id, and a
+// map slot of 48, so that a million live commands cost about 100 MB
+// (docs/BENCHMARKS.md; TestCommandsMemory holds it). moved, a string of 16
+// bytes that only a command whose record a scan moved ahead has, lives in
+// a map of its own.
+type live struct {
+	off   int64
+	due   int64
+	at    int64
+	part  int32
+	name  byte
+	flags byte // liveMatched, liveMoved
+}
+
+const (
+	liveMatched byte = 1 << iota
+	liveMoved
+)
+
+// get returns id's command. mu must be held.
+func (c *commands) get(id string) (command, bool) {
+	l, ok := c.byID[id]
+	if !ok {
+		return command{}, false
+	}
+	cmd := command{name: l.name, matched: l.flags&liveMatched != 0, part: l.part, off: l.off, due: l.due, at: l.at}
+	if l.flags&liveMoved != 0 {
+		cmd.moved = c.moved[id]
+	}
+	return cmd, true
+}
+
+// put makes cmd id's command. mu must be held for writing.
+func (c *commands) put(id string, cmd command) {
+	l := live{off: cmd.off, due: cmd.due, at: cmd.at, part: cmd.part, name: cmd.name}
+	if cmd.matched {
+		l.flags |= liveMatched
+	}
+	if cmd.moved != "" {
+		l.flags |= liveMoved
+		c.moved[id] = cmd.moved
+	} else if old, ok := c.byID[id]; ok && old.flags&liveMoved != 0 {
+		delete(c.moved, id)
+	}
+	c.byID[id] = l
+}
+
+// forget drops id's command. mu must be held for writing.
+func (c *commands) forget(id string) {
+	if l, ok := c.byID[id]; ok && l.flags&liveMoved != 0 {
+		delete(c.moved, id)
+	}
+	delete(c.byID, id)
 }
 
 const (
@@ -77,7 +132,7 @@ type CommandStats struct {
 }
 
 func newCommands(ttl time.Duration, log *slog.Logger) *commands {
-	return &commands{ttl: ttl, log: log, byID: map[string]command{}, marks: map[string]mark{}}
+	return &commands{ttl: ttl, log: log, byID: map[string]live{}, moved: map[string]string{}, marks: map[string]mark{}}
 }
 
 // lookup returns the command in force for id. It is called for every record:
@@ -87,7 +142,7 @@ func (c *commands) lookup(id string) (command, bool) {
 		return command{}, false
 	}
 	c.mu.RLock()
-	cmd, ok := c.byID[id]
+	cmd, ok := c.get(id)
 	c.mu.RUnlock()
 	return cmd, ok
 }
@@ -101,7 +156,7 @@ func (c *commands) set(id string, cmd command) {
 		cmd.matched, cmd.moved = true, m.moved
 		delete(c.marks, id)
 	}
-	c.byID[id] = cmd
+	c.put(id, cmd)
 	c.n.Store(int64(len(c.byID)))
 	c.version.Add(1)
 	if cmd.name != cmdCancel && !cmd.matched {
@@ -114,7 +169,7 @@ func (c *commands) set(id string, cmd command) {
 func (c *commands) clear(id string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	delete(c.byID, id)
+	c.forget(id)
 	c.n.Store(int64(len(c.byID)))
 }
 
@@ -122,14 +177,14 @@ func (c *commands) clear(id string) {
 func (c *commands) mark(id string, m mark) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cmd, ok := c.byID[id]
+	cmd, ok := c.get(id)
 	switch {
 	case ok && cmd.part == m.part && cmd.off == m.off:
 		cmd.matched = true
 		if m.moved != "" {
 			cmd.moved = m.moved
 		}
-		c.byID[id] = cmd
+		c.put(id, cmd)
 	case !ok || cmd.off < m.off || cmd.part != m.part:
 		// Read before its command (another partition of the control
 		// topic), or for a command already superseded: keep it until
@@ -143,7 +198,7 @@ func (c *commands) mark(id string, m mark) {
 func (c *commands) matched(id string, cmd command, moved string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	cur, ok := c.byID[id]
+	cur, ok := c.get(id)
 	if !ok || cur.part != cmd.part || cur.off != cmd.off || (cur.matched && moved == "") {
 		return false
 	}
@@ -151,23 +206,38 @@ func (c *commands) matched(id string, cmd command, moved string) bool {
 	if moved != "" {
 		cur.moved = moved
 	}
-	c.byID[id] = cur
+	c.put(id, cur)
 	c.stats.Matched++
 	return true
 }
 
+// sweepChunk is how many entries expire looks at per hold of the lock.
+// Going over a million takes tens of milliseconds, which forwarders would
+// spend waiting for the lock to look up a record's id: in chunks each of
+// them waits a fraction of a millisecond at most.
+const sweepChunk = 4096
+
 // expire forgets every command written more than ttl before now and returns
-// the ids of those that matched no record.
+// the ids of those that matched no record. It lets go of the lock between
+// chunks: the ranges over the maps go on where they were, which Go allows
+// of a map changed meanwhile, and only forwarders change it then, each an
+// entry that exists (matched, unmove): only this reader adds or deletes.
 func (c *commands) expire(now time.Time) (unmatched []string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	before := now.Add(-c.ttl).UnixMilli()
-	for id, cmd := range c.byID {
-		if cmd.at < before {
-			if !cmd.matched {
+	seen := 0
+	for id, l := range c.byID {
+		if l.at < before {
+			if l.flags&liveMatched == 0 {
 				unmatched = append(unmatched, id)
 			}
-			delete(c.byID, id)
+			c.forget(id)
+		}
+		if seen++; seen%sweepChunk == 0 {
+			c.n.Store(int64(len(c.byID)))
+			c.mu.Unlock()
+			c.mu.Lock()
 		}
 	}
 	for id := range c.marks {
@@ -233,7 +303,7 @@ func (c *commands) promote(now time.Time) (next time.Time, grew bool) {
 	ms := now.UnixMilli()
 	for c.waiting.Len() > 0 && c.waiting[0].due <= ms {
 		w := heap.Pop(&c.waiting).(waitingScan)
-		cmd, ok := c.byID[w.id]
+		cmd, ok := c.get(w.id)
 		if ok && cmd.part == w.part && cmd.off == w.off && !cmd.matched {
 			c.ready = append(c.ready, pendingScan{id: w.id, cmd: cmd})
 			grew = true
@@ -276,7 +346,7 @@ func (c *commands) prune(now time.Time) {
 	c.base += n
 	keep := c.waiting[:0]
 	for _, w := range c.waiting {
-		if cmd, ok := c.byID[w.id]; ok && cmd.part == w.part && cmd.off == w.off && !cmd.matched {
+		if cmd, ok := c.byID[w.id]; ok && cmd.part == w.part && cmd.off == w.off && cmd.flags&liveMatched == 0 {
 			keep = append(keep, w)
 		}
 	}
@@ -298,8 +368,8 @@ func (c *commands) versionNow() uint64 {
 func (c *commands) unmove(id string, cmd command, moved string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cur, ok := c.byID[id]; ok && cur.part == cmd.part && cur.off == cmd.off && cur.moved == moved {
+	if cur, ok := c.get(id); ok && cur.part == cmd.part && cur.off == cmd.off && cur.moved == moved {
 		cur.moved, cur.matched = "", false
-		c.byID[id] = cur
+		c.put(id, cur)
 	}
 }
