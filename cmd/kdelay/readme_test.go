@@ -19,8 +19,8 @@ import (
 // a person pasting them in order would, on a free port instead of 9092, and
 // checks that they do what the README says: send prints an id and a due
 // time, every record reaches the target in tail and in kcat, late and never
-// early, and the bad record lands in the dead-letter topic with the reason
-// the README shows.
+// early, except the cancelled one, which never does, and the bad record lands
+// in the dead-letter topic with the reason the README shows.
 func TestREADMETour(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("kcat"); err != nil {
@@ -218,15 +218,56 @@ var sentValue = regexp.MustCompile(`^(?:\./kdelay send .*"([^"]*)"|echo "([^"]*)
 // ingressPlace is where a record came from: it differs from run to run.
 var ingressPlace = regexp.MustCompile(`kdelay\.ingress/\d+/\d+`)
 
-var sendPrints = regexp.MustCompile(`^id=kdelay\.ingress/\d+/\d+ due=\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z in=\S+\n$`)
+var sendPrints = regexp.MustCompile(`^id=(\S+) due=(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z) in=\S+\n$`)
+
+// ingressID is the id kdelay gives a record sent without --id.
+var ingressID = regexp.MustCompile(`^kdelay\.ingress/\d+/\d+$`)
+
+// sentID is the --id of a kdelay send, and cancelCommand the id a kdelay
+// cancel names.
+var (
+	sentID        = regexp.MustCompile(`^\./kdelay send .*--id (\S+)`)
+	cancelCommand = regexp.MustCompile(`^\./kdelay cancel (\S+)$`)
+)
+
+// cancelled returns the values of the records the tour sends and then
+// cancels, with the time each was due, which send printed.
+func (tr *tour) cancelled() map[string]time.Time {
+	t := tr.t
+	t.Helper()
+	ids := map[string]bool{}
+	for _, r := range tr.ran {
+		if m := cancelCommand.FindStringSubmatch(r.line); m != nil {
+			ids[m[1]] = true
+		}
+	}
+	due := map[string]time.Time{}
+	for _, r := range tr.ran {
+		id, v := sentID.FindStringSubmatch(r.line), sentValue.FindStringSubmatch(r.line)
+		if id == nil || v == nil || !ids[id[1]] {
+			continue
+		}
+		m := sendPrints.FindStringSubmatch(r.out.String())
+		if m == nil {
+			t.Fatalf("%s printed %q, want id=ID due=TIME in=DURATION", r.line, r.out)
+		}
+		at, err := time.Parse(time.RFC3339Nano, m[2])
+		if err != nil {
+			t.Fatalf("%s printed due=%s: %v", r.line, m[2], err)
+		}
+		due[v[1]] = at
+	}
+	return due
+}
 
 // check waits until what is left running printed what the README says it
 // does, and checks what each command printed.
 func (tr *tour) check(steps []step) {
 	t := tr.t
 	t.Helper()
-	// Records named by a README output line are dead letters; the rest must
-	// reach the target.
+	// Records named by a README output line are dead letters, cancelled
+	// ones must never reach the target; the rest must.
+	cancelled := tr.cancelled()
 	var good []string
 	for _, s := range steps {
 		m := sentValue.FindStringSubmatch(s.line)
@@ -234,7 +275,7 @@ func (tr *tour) check(steps []step) {
 			continue
 		}
 		v := m[1] + m[2]
-		if !namedInOutput(steps, v) {
+		if _, ok := cancelled[v]; !ok && !namedInOutput(steps, v) {
 			good = append(good, v)
 		}
 	}
@@ -242,15 +283,22 @@ func (tr *tour) check(steps []step) {
 		t.Fatal("the tour sends no record that should be delivered: sentValue no longer reads its commands")
 	}
 	// kcat writes records to a pipe only when its buffer fills or it
-	// stops: wait until the consumers have read what they should, then
+	// stops: wait until the consumers have read what they should, and a
+	// cancelled record would have reached them had it not been cancelled
+	// (the tour's last records are due later, so this costs nothing), then
 	// stop them with Ctrl-C as the README says.
 	caughtUp := eventually(45*time.Second, func() bool {
+		for _, due := range cancelled {
+			if time.Now().Before(due.Add(time.Second)) {
+				return false
+			}
+		}
 		for _, r := range tr.ran {
 			if exited(r) {
 				return true // a consumer failed: nothing more will come
 			}
 			if isKcatConsumer(r) && consumed(r.out.String()) < cmp.Or(len(r.output), len(good)) ||
-				!isKcatConsumer(r) && len(tr.problems(r, good)) > 0 {
+				!isKcatConsumer(r) && len(tr.problems(r, good, cancelled)) > 0 {
 				return false
 			}
 		}
@@ -271,7 +319,7 @@ func (tr *tour) check(steps []step) {
 		}
 	}
 	for _, r := range tr.ran {
-		for _, p := range tr.problems(r, good) {
+		for _, p := range tr.problems(r, good, cancelled) {
 			t.Error(p)
 		}
 	}
@@ -313,13 +361,17 @@ func consumed(out string) int {
 }
 
 // problems lists how what r printed differs from what the README says.
-func (tr *tour) problems(r ran, good []string) []string {
+func (tr *tour) problems(r ran, good []string, cancelled map[string]time.Time) []string {
 	out := r.out.String()
 	var ps []string
 	switch {
 	case strings.HasPrefix(r.line, "./kdelay send "):
-		if !sendPrints.MatchString(out) {
-			ps = append(ps, fmt.Sprintf("%s printed %q, want id=kdelay.ingress/P/O due=TIME in=DURATION", r.line, out))
+		want := "kdelay.ingress/P/O"
+		if m := sentID.FindStringSubmatch(r.line); m != nil {
+			want = m[1]
+		}
+		if m := sendPrints.FindStringSubmatch(out); m == nil || m[1] != want && !(want == "kdelay.ingress/P/O" && ingressID.MatchString(m[1])) {
+			ps = append(ps, fmt.Sprintf("%s printed %q, want id=%s due=TIME in=DURATION", r.line, out, want))
 		}
 	case strings.Contains(r.line, "kdelay tail "):
 		for _, v := range good {
@@ -327,10 +379,20 @@ func (tr *tour) problems(r ran, good []string) []string {
 				ps = append(ps, fmt.Sprintf("%s did not print %q, late, with its kdelay-deliver-at", r.line, v))
 			}
 		}
+		for v := range cancelled {
+			if strings.Contains(out, `value="`+v+`"`) {
+				ps = append(ps, fmt.Sprintf("%s printed %q, which the tour cancelled", r.line, v))
+			}
+		}
 	case isKcatConsumer(r) && len(r.output) == 0:
 		for _, v := range good {
 			if !regexp.MustCompile(`(?m)^\S* ` + regexp.QuoteMeta(v) + ` .*kdelay-deliver-at=\d+$`).MatchString(out) {
 				ps = append(ps, fmt.Sprintf("%s did not print %q with its kdelay-deliver-at", r.line, v))
+			}
+		}
+		for v := range cancelled {
+			if strings.Contains(out, " "+v+" ") {
+				ps = append(ps, fmt.Sprintf("%s printed %q, which the tour cancelled", r.line, v))
 			}
 		}
 	}
