@@ -74,6 +74,7 @@ public class RocketBench {
     static void parse(String[] args) {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
+            if (a.equals("-h") || a.equals("--help")) usage("measures RocketMQ's delay levels and timer messages");
             if (i + 1 >= args.length) usage(a + " needs a value");
             String v = args[++i];
             switch (a) {
@@ -380,7 +381,13 @@ public class RocketBench {
         List<Map<String, Object>> rows = new ArrayList<>();
         Map<String, Object> report = new LinkedHashMap<>();
         try {
-            ClusterInfo ci = admin.examineBrokerClusterInfo();
+            ClusterInfo ci;
+            try {
+                ci = admin.examineBrokerClusterInfo();
+            } catch (Exception e) {
+                throw new IllegalStateException("cannot reach the name server " + namesrv
+                    + " (" + e.getMessage() + "); start one with scripts/local-rocketmq start and pass the address it prints", e);
+            }
             if (ci.getBrokerAddrTable().isEmpty()) {
                 throw new IllegalStateException("no broker registered with " + namesrv + "; start one with scripts/local-rocketmq start");
             }
