@@ -59,6 +59,7 @@ type worker struct {
 	// it.
 	ackMu      sync.Mutex
 	acks       []ack
+	spareAcks  []ack // the loop's: the slice applyAcks gives acks next
 	failed     bool  // an ack in acks is a failure
 	nudged     bool  // a rebalance changed what the loop must do (nudge)
 	acked      int64 // bytes of the successful acks in acks
