@@ -272,6 +272,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
+	w.throttle() // what waits may have changed (pauseIdle)
 	if w.txn == nil {
 		w.commit(now)
 	}
