@@ -118,6 +118,9 @@ func FormatDelay(d time.Duration) string {
 // milliseconds, rounded up.
 func FormatDeliverAt(t time.Time) string { return string(AppendDeliverAt(nil, t)) }
 
+// maxDeliverAt is the longest FormatDeliverAt: an int64 with its sign.
+const maxDeliverAt = len("-9223372036854775808")
+
 // AppendDeliverAt appends FormatDeliverAt(t) to dst.
 func AppendDeliverAt(dst []byte, t time.Time) []byte {
 	return strconv.AppendInt(dst, CeilMillis(t).UnixMilli(), 10)

@@ -82,7 +82,9 @@ func Parse[H header](ts time.Time, hs []H, rl Rules) (Route, []H, error) {
 		v []byte
 		n int
 	}
-	user := make([]H, 0, len(hs))
+	// Room for the routing headers that AppendDelivered or AppendHop add
+	// next, so that the forwarder builds its record without copying these.
+	user := make([]H, 0, len(hs)+len(routingHeaders))
 	for _, h := range hs {
 		if Header(h).Key == HeaderCommand {
 			return Route{}, user, fmt.Errorf("header %s is set: a command goes to the control topic %s, keyed by the message's id, not to the ingress", HeaderCommand, rl.Topics.Control())
@@ -157,9 +159,13 @@ func tooFar(header, v string, maxDelay time.Duration) error {
 // after the user's: kdelay-id to dedupe by and kdelay-deliver-at, the due
 // time in epoch milliseconds, to measure lateness by.
 func AppendDelivered[H header](hs []H, id string, due time.Time) []H {
+	// One allocation for both values: the forwarder does this for every
+	// record it hands on.
+	v := append(make([]byte, 0, len(id)+maxDeliverAt), id...)
+	v = AppendDeliverAt(v, due)
 	return append(hs,
-		H(Header{Key: HeaderID, Value: []byte(id)}),
-		H(Header{Key: HeaderDeliverAt, Value: AppendDeliverAt(nil, due)}),
+		H(Header{Key: HeaderID, Value: v[:len(id):len(id)]}),
+		H(Header{Key: HeaderDeliverAt, Value: v[len(id):]}),
 	)
 }
 

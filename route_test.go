@@ -191,3 +191,30 @@ func TestOwns(t *testing.T) {
 		t.Errorf("Owns allocates %v times per call; Parse calls it for every record", n)
 	}
 }
+
+// TestHopAllocations checks the forwarder's per-record path, Parse then
+// AppendHop, for the allocations it saves: the routing headers fit after the
+// user's without copying them, and kdelay-id and kdelay-deliver-at share one
+// buffer. Not parallel, as TestOwns.
+func TestHopAllocations(t *testing.T) {
+	due := time.Date(2026, 11, 24, 8, 0, 0, 0, time.UTC)
+	in := kdelay.AppendHop(hs("user", "u"), "orders", "id-1", due)
+	n := testing.AllocsPerRun(100, func() {
+		rt, user, err := kdelay.Parse(ts, in, kdelay.Rules{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_ = kdelay.AppendHop(user, rt.Target, rt.ID, rt.Due)
+	})
+	// Parse: the user headers and three strings (target, deliver-at, id);
+	// AppendHop: the id and deliver-at values, the target's value.
+	if n > 6 {
+		t.Errorf("Parse then AppendHop allocates %v times; want at most 6: the forwarder does it for every record", n)
+	}
+	out := kdelay.AppendHop(hs("user", "u"), "orders", "id-1", due)
+	id := out[1].Value
+	_ = append(id, 'x') // must not write into kdelay-deliver-at
+	if got := string(out[2].Value); got != kdelay.FormatDeliverAt(due) {
+		t.Errorf("kdelay-deliver-at = %s after appending to kdelay-id's value, want %s", got, kdelay.FormatDeliverAt(due))
+	}
+}

@@ -28,6 +28,7 @@ type buffer struct {
 	limit int64 // the worker's share of Config.MaxBufferedBytes
 	bytes int64 // held now
 	full  bool  // fetching is paused until bytes falls to limit/2
+	idle  bool  // the whole topic is paused too (pauseIdle)
 
 	peak  int64 // the most bytes ever held
 	fetch int64 // the most bytes one poll brought
@@ -71,21 +72,24 @@ func (b *buffer) wakeAfter() int64 {
 
 // throttle pauses every partition that holds records once the buffer is
 // full, and resumes them once it has room again. While full, it also pauses
-// a partition that just brought its one fetch.
+// a partition that just brought its one fetch, and every partition at once
+// while nothing held waits for a time (see pauseIdle).
 func (w *worker) throttle() {
 	if w.buf.update() || w.buf.full {
 		for _, p := range w.parts {
 			w.setFetching(p)
 		}
 	}
+	w.pauseIdle(w.buf.full && !w.waits())
 }
 
 // setFetching pauses or resumes the fetching of p for either reason that
 // stops it: its buffered records are not due soon (notDue), or the worker
 // holds as much as it may and p holds some of it. A partition that holds
-// nothing is fetched even when the worker is full: the others' records may
-// wait to be due for as long as their level, and this one's must not wait
-// behind them. That lets each partition bring one fetch beyond the limit.
+// nothing is fetched even when the worker is full, unless pauseIdle says
+// otherwise: the others' records may wait to be due for as long as their
+// level, and this one's must not wait behind them. That lets each partition
+// bring one fetch beyond the limit.
 func (w *worker) setFetching(p *partition) {
 	pause := p.notDue || (w.buf.full && p.holds())
 	if pause == p.paused {
@@ -98,6 +102,43 @@ func (w *worker) setFetching(p *partition) {
 	} else {
 		w.cl.ResumeFetchPartitions(tp)
 	}
+}
+
+// pauseIdle pauses the whole source topic, on top of the partitions paused
+// one by one, while the buffer is full and nothing held waits for a time:
+// what the worker holds then is on its way to the broker and frees room
+// within a round trip, so the partitions that hold nothing can wait too.
+// Fetching them would not bring their records sooner, and would slow the
+// others: the client fetches from a broker one request at a time, a request
+// for partitions with nothing new waits FetchMaxWait at the broker, and the
+// partitions resumed meanwhile wait behind it. That halved a burst's
+// throughput or worse (docs/BENCHMARKS.md).
+func (w *worker) pauseIdle(pause bool) {
+	if pause == w.buf.idle {
+		return
+	}
+	w.buf.idle = pause
+	if pause {
+		w.cl.PauseFetchTopics(w.source)
+	} else {
+		w.cl.ResumeFetchTopics(w.source)
+	}
+}
+
+// waits reports whether the worker holds a record it will not hand on within
+// a round trip: a partition's buffered records not due soon, or a record held
+// in memory until its time (a remainder below the smallest level, or a retry
+// after a failed produce).
+func (w *worker) waits() bool {
+	if len(w.held) > 0 {
+		return true
+	}
+	for _, p := range w.parts {
+		if p.notDue {
+			return true
+		}
+	}
+	return false
 }
 
 // forgetBuffered releases what a revoked or lost partition held: its queue

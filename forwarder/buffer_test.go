@@ -99,3 +99,65 @@ func TestBurstIsBounded(t *testing.T) {
 		}
 	}
 }
+
+// TestFullBufferBurst forwards a burst from one partition of the ingress, the
+// other idle, with a long FetchMaxWait: a forwarder whose buffer fills and
+// empties again and again must not wait on the idle partition's fetch, which
+// the broker holds for FetchMaxWait, each time it resumes the busy one.
+func TestFullBufferBurst(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"5s"})
+	const (
+		n     = 3_000
+		share = 256 << 10 // per forwarder: the ingress and one level
+	)
+	cfg := fx.cfg
+	cfg.MaxBufferedBytes = 2 * share
+	cfg.FetchMaxWait = 5 * time.Second
+	ingress := cfg.Topics.Ingress()
+	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
+	writer := fx.cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1<<10)
+	for i := range n {
+		writer.Produce(ctx, &kgo.Record{Topic: ingress, Partition: 0, Value: value, Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDelay, Value: []byte("0")},
+			{Key: kdelay.HeaderID, Value: []byte(strconv.Itoa(i))},
+		}}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("write record %d: %v", i, err)
+			}
+		})
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatalf("write the burst: %v", err)
+	}
+
+	arrived := fx.cluster.Collect(fx.target)
+	f, _ := fx.start(cfg)
+	began := time.Now()
+	// Each time the buffer is full, half of it (about 80 records here) is
+	// acknowledged before the busy partition resumes: waiting FetchMaxWait
+	// at each resume would take minutes.
+	got := arrived.Until(20*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := len(kafkatest.IDs(got)); ids != n {
+		t.Fatalf("%d of %d records delivered within 20s: resuming after a full buffer waits on the idle partition's fetch", ids, n)
+	}
+	t.Logf("%d records forwarded in %s through a %d-byte share", n, time.Since(began).Round(time.Millisecond), share)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.workers {
+		if w.source != ingress {
+			continue
+		}
+		w.mu.Lock()
+		peak, fetch := w.buf.peak, w.buf.fetch
+		w.mu.Unlock()
+		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
+			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
+		}
+	}
+}

@@ -71,6 +71,7 @@ type worker struct {
 	// it.
 	ackMu      sync.Mutex
 	acks       []ack
+	spareAcks  []ack // the loop's: the slice applyAcks gives acks next
 	failed     bool  // an ack in acks is a failure
 	nudged     bool  // a rebalance changed what the loop must do (nudge)
 	acked      int64 // bytes of the successful acks in acks
@@ -308,6 +309,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
 	soonest = earliest(soonest, w.releaseHeld(held))
+	w.throttle() // what waits may have changed (pauseIdle)
 	if w.txn == nil {
 		w.commit(now)
 	}
