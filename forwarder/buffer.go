@@ -31,12 +31,14 @@ type buffer struct {
 
 	peak  int64 // the most bytes ever held
 	fetch int64 // the most bytes one poll brought
+	high  int64 // the most bytes held since the worker last drained (memory.go)
 }
 
 // add counts n more bytes held.
 func (b *buffer) add(n int64) {
 	b.bytes += n
 	b.peak = max(b.peak, b.bytes)
+	b.high = max(b.high, b.bytes)
 }
 
 // release counts n bytes no longer held.

@@ -24,6 +24,7 @@ type Forwarder struct {
 	cfg    Config
 	ready  chan struct{}
 	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
+	mem    *memoryReleaser
 
 	mu      sync.Mutex
 	workers []*worker
@@ -35,7 +36,9 @@ func New(cfg Config) (*Forwarder, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Forwarder{cfg: cfg, ready: make(chan struct{})}, nil
+	f := &Forwarder{cfg: cfg, ready: make(chan struct{})}
+	f.mem = newMemoryReleaser(&f.cfg)
+	return f, nil
 }
 
 // Ready is closed once kdelay's topics exist and every forwarder has started.
@@ -70,6 +73,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return f.mem.run(gctx) })
 	for _, s := range f.cfg.stages() {
 		if err := f.start(gctx, g, s); err != nil {
 			cancel()
@@ -113,6 +117,7 @@ func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error
 	f.mu.Lock()
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()
+	w.mem = f.mem
 	g.Go(func() error { return w.run(ctx) })
 	return nil
 }
