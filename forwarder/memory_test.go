@@ -52,20 +52,22 @@ func TestDrainAsksForRelease(t *testing.T) {
 	}
 }
 
-// TestReleaseAtMostOncePerInterval checks the pace of releases: the first
-// drain releases at once, drains within memoryReleaseInterval of a release
-// share one at its end, and none is lost. The clock is synctest's.
-func TestReleaseAtMostOncePerInterval(t *testing.T) {
+// TestReleasePace checks when memory is released after a drain: once the
+// forwarders have fetched less than half a share for memoryReleaseQuiet, not
+// while a burst still comes in, and at most once per memoryReleaseInterval,
+// drains in between sharing one release at its end. The clock is synctest's.
+func TestReleasePace(t *testing.T) {
 	t.Parallel()
 	synctest.Test(t, func(t *testing.T) {
 		var freed atomic.Int32
-		cfg := Config{freeMemory: func() { freed.Add(1) }, NowFunc: time.Now}
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}, freeMemory: func() { freed.Add(1) }}.WithDefaults()
 		r := newMemoryReleaser(&cfg)
 		ctx, cancel := context.WithCancel(context.Background())
 		done := make(chan error)
 		go func() { done <- r.run(ctx) }()
-		want := func(n int32, when string) {
+		after := func(d time.Duration, n int32, when string) {
 			t.Helper()
+			time.Sleep(d)
 			synctest.Wait()
 			if got := freed.Load(); got != n {
 				t.Fatalf("%s: %d releases, want %d", when, got, n)
@@ -73,19 +75,22 @@ func TestReleaseAtMostOncePerInterval(t *testing.T) {
 		}
 
 		r.drained()
-		want(1, "first drain")
-		time.Sleep(memoryReleaseInterval / 2)
+		after(memoryReleaseQuiet-time.Millisecond, 0, "just before the quiet time after the first drain")
+		after(time.Millisecond, 1, "the quiet time after the first drain")
+
+		after(memoryReleaseInterval, 1, "no drain since")
+		r.drained()
+		synctest.Wait()
+		r.fetch(r.busy) // a burst still coming in
+		after(memoryReleaseQuiet, 1, "a drain while half a share was fetched")
+		r.fetch(r.busy - 1)
+		after(memoryReleaseQuiet, 2, "fetching went quiet")
+
+		after(memoryReleaseInterval/2, 2, "half an interval later")
 		r.drained()
 		r.drained()
-		want(1, "two drains half an interval later")
-		time.Sleep(memoryReleaseInterval/2 - time.Millisecond)
-		want(1, "just before the interval ends")
-		time.Sleep(time.Millisecond)
-		want(2, "the interval ended")
-		time.Sleep(3 * memoryReleaseInterval)
-		want(2, "no drain since")
-		r.drained()
-		want(3, "a drain long after the last release")
+		after(memoryReleaseInterval/2-time.Millisecond, 2, "two drains, just before the interval ends")
+		after(time.Millisecond, 3, "the interval ended")
 
 		cancel()
 		if err := <-done; err != nil {
