@@ -15,13 +15,15 @@ import (
 //
 // So a forwarder that held a large part of its buffer and has handed most of
 // it on (drained) asks the memoryReleaser to collect and return the free
-// pages to the operating system. A forwarder in the middle of a burst does
-// not ask: its buffer swings between full and half full, never down to a
-// quarter of what it held. A soft memory limit (debug.SetMemoryLimit) does
-// not do it: the scavenger keeps RSS just under the limit, not under what is
-// live, and the limit must stay above MaxBufferedBytes plus the runtime's
-// own, or a full buffer would make the collector run without end. Measured
-// with a limit of 48 MiB, RSS stayed as high as with none.
+// pages to the operating system, once fetching has gone quiet. A forwarder
+// in the middle of a burst seldom asks: its buffer swings between full and
+// half full, not down to a quarter of what it held.
+//
+// A soft memory limit (debug.SetMemoryLimit) does not do it: the scavenger
+// keeps RSS just under the limit, not under what is live, and the limit must
+// stay above MaxBufferedBytes plus the runtime's own, or a full buffer would
+// make the collector run without end. Measured with a limit of 48 MiB, RSS
+// stayed as far above idle as with none.
 
 // memoryReleaseInterval is the least time between two releases of memory. A
 // release is a full collection plus returning every free page, which the
