@@ -30,14 +30,18 @@ type buffer struct {
 	full  bool  // fetching is paused until bytes falls to limit/2
 	idle  bool  // the whole topic is paused too (pauseIdle)
 
-	peak  int64 // the most bytes ever held
-	fetch int64 // the most bytes one poll brought
+	peak    int64 // the most bytes ever held
+	fetch   int64 // the most bytes one poll brought
+	high    int64 // the most bytes held since the worker last drained (memory.go)
+	fetched int64 // bytes fetched since the last cycle told the memoryReleaser
 }
 
 // add counts n more bytes held.
 func (b *buffer) add(n int64) {
 	b.bytes += n
 	b.peak = max(b.peak, b.bytes)
+	b.high = max(b.high, b.bytes)
+	b.fetched += n
 }
 
 // release counts n bytes no longer held.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"runtime/debug"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -241,6 +242,11 @@ type Config struct {
 
 	// NowFunc returns the current time. Default time.Now.
 	NowFunc func() time.Time
+
+	// freeMemory collects garbage and returns free memory to the operating
+	// system once forwarders drained a burst (memory.go); tests count its
+	// calls. Default debug.FreeOSMemory.
+	freeMemory func()
 }
 
 // WithDefaults returns a copy of c with every unset field set to its default.
@@ -273,6 +279,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
+	}
+	if c.freeMemory == nil {
+		c.freeMemory = debug.FreeOSMemory
 	}
 	return c
 }

@@ -24,6 +24,7 @@ type Forwarder struct {
 	cfg    Config
 	ready  chan struct{}
 	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
+	mem    *memoryReleaser
 
 	cmds *commands // read from the control topic; consulted by every worker
 
@@ -37,7 +38,9 @@ func New(cfg Config) (*Forwarder, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	return &Forwarder{cfg: cfg, ready: make(chan struct{})}, nil
+	f := &Forwarder{cfg: cfg, ready: make(chan struct{})}
+	f.mem = newMemoryReleaser(&f.cfg)
+	return f, nil
 }
 
 // Ready is closed once kdelay's topics exist and every forwarder has started.
@@ -72,6 +75,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return f.mem.run(gctx) })
 	if err := f.readCommands(gctx, g); err != nil {
 		cancel()
 		return errors.Join(err, g.Wait())
@@ -120,6 +124,7 @@ func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error
 	f.mu.Lock()
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()
+	w.mem = f.mem
 	g.Go(func() error { return w.run(ctx) })
 	return nil
 }

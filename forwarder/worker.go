@@ -84,6 +84,8 @@ type worker struct {
 	commits sync.WaitGroup // the background commit in flight
 	scans   sync.WaitGroup // the scan in flight (scan.go)
 
+	mem *memoryReleaser // told when the worker drains; nil outside a Forwarder
+
 	// handedOn guards resumeAt, which the client's group goroutine reads
 	// while the loop may hold mu.
 	handedOn sync.Mutex
@@ -313,6 +315,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	if w.txn == nil {
 		w.commit(now)
 	}
+	w.releaseIfDrained()
 	w.ackMu.Lock()
 	w.wakeAfter = w.buf.wakeAfter()
 	w.ackMu.Unlock()
