@@ -62,15 +62,17 @@ func commandsOnBroker(t *testing.T, d Delivery) {
 	send("cancelled", 40*time.Second)
 	send("earlier", 40*time.Second)
 	send("now", 40*time.Second)
-	send("later", 3*time.Second)
-	witness := send("witness", 45*time.Second)
+	// Long enough that the command below comes before its old due time
+	// however slow the machine is to get the others into the 20s level.
+	send("later", 30*time.Second)
+	witness := send("witness", 50*time.Second)
 	waitFor(t, 10*time.Second, "the records to reach the 20s level", func() bool {
-		return fx.records(fx.cfg.Topics.Level("20s")) >= 4
+		return fx.records(fx.cfg.Topics.Level("20s")) >= 5
 	})
 
 	command("cancelled", kdelay.CommandCancel)
 	earlier := command("earlier", kdelay.CommandReschedule, kdelay.HeaderDelay, "4s").Add(4 * time.Second)
-	later := command("later", kdelay.CommandReschedule, kdelay.HeaderDelay, "8s").Add(8 * time.Second)
+	later := command("later", kdelay.CommandReschedule, kdelay.HeaderDelay, "35s").Add(35 * time.Second)
 	now := command("now", kdelay.CommandRunNow)
 
 	got := arrived.Until(time.Until(witness)+30*time.Second, func(as []kafkatest.Arrival) bool {

@@ -45,6 +45,11 @@ func newControlReader(cfg *Config, cmds *commands) (*controlReader, error) {
 		// offset of a partition may never be seen, and loading would not end.
 		kgo.KeepControlRecords(),
 		kgo.DisableClientMetrics(),
+		// Loading a million commands at start must not buffer franz-go's
+		// default 50 MiB per fetch: a command is a few dozen bytes, and
+		// small fetches load them as fast.
+		kgo.FetchMaxBytes(4 << 20),
+		kgo.FetchMaxPartitionBytes(1 << 20),
 	}, cfg.ClientOpts...)...)
 	if err != nil {
 		return nil, err

@@ -21,12 +21,23 @@ func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group) error {
 	g.Go(func() error { return r.run(ctx) })
 	select {
 	case <-r.loaded:
-		f.cfg.Logger.Info("commands_loaded", "topic", f.cfg.Topics.Control(), "live", f.cmds.n.Load())
+		live := f.cmds.n.Load()
+		f.cfg.Logger.Info("commands_loaded", "topic", f.cfg.Topics.Control(), "live", live)
+		if live >= releaseAfterLoading {
+			// Reading them allocated several times what the table keeps
+			// (every fetched record), and nothing else will allocate
+			// enough to make the runtime give it back soon.
+			f.cfg.freeMemory()
+		}
 		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("read %s: %w", f.cfg.Topics.Control(), context.Cause(ctx))
 	}
 }
+
+// releaseAfterLoading is how many commands loaded at start make it worth
+// returning the memory used to read them: from 10,000, tens of megabytes.
+const releaseAfterLoading = 10_000
 
 // nudgeAll wakes every worker: a command fell due without matching, and the
 // level workers look for its record (scan.go).
