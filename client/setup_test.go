@@ -1,9 +1,7 @@
 package client_test
 
 import (
-	"context"
 	"testing"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 	"go.uber.org/goleak"
@@ -11,6 +9,7 @@ import (
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/client"
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/forwarder/forwardertest"
 	"github.com/kdelay/kdelay/kafkatest"
 	"github.com/kdelay/kdelay/levels"
 )
@@ -53,30 +52,7 @@ func setup(t *testing.T) *fixture {
 }
 
 // start runs the kdelay server until the test ends, once its topics exist.
-func (fx *fixture) start() {
-	fx.t.Helper()
-	f, err := forwarder.New(fx.server)
-	if err != nil {
-		fx.t.Fatalf("forwarder.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	fx.t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			fx.t.Errorf("forwarder Run: %v", err)
-		}
-	})
-	select {
-	case <-f.Ready():
-	case err := <-done:
-		done <- err // for the cleanup
-		fx.t.Fatalf("forwarder Run returned before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		fx.t.Fatal("forwarder not ready after 30s")
-	}
-}
+func (fx *fixture) start() { forwardertest.Serve(fx.t, fx.server) }
 
 // headers lists a record's headers as "key=value".
 func headers(r *kgo.Record) []string {

@@ -73,20 +73,8 @@ func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
 
 // run starts a Forwarder and returns a function that stops it and waits.
 func (b *bubble) run(cfg Config) (stop func()) {
-	f, err := New(cfg)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	<-f.Ready()
-	return func() {
-		cancel()
-		if err := <-done; err != nil {
-			b.t.Errorf("Run: %v", err)
-		}
-	}
+	_, stop = b.start(cfg)
+	return stop
 }
 
 func (b *bubble) produce(rs ...*kgo.Record) {

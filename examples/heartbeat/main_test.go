@@ -12,6 +12,7 @@ import (
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/client"
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/forwarder/forwardertest"
 	"github.com/kdelay/kdelay/kafkatest"
 	"github.com/kdelay/kdelay/levels"
 )
@@ -142,34 +143,8 @@ func setup(t *testing.T) *fixture {
 		brokers: cluster.Brokers, topics: topics, levels: set, target: name + ".offline",
 	}}
 	cluster.CreateTopic(fx.cfg.target, 3, nil)
-	serve(t, forwarder.Config{Brokers: cluster.Brokers, Topics: topics, Levels: set, Group: name, Partitions: 2})
+	forwardertest.Serve(t, forwarder.Config{Brokers: cluster.Brokers, Topics: topics, Levels: set, Group: name, Partitions: 2})
 	return fx
-}
-
-// serve runs a kdelay server until the test ends, once its topics exist.
-func serve(t *testing.T, cfg forwarder.Config) {
-	t.Helper()
-	f, err := forwarder.New(cfg)
-	if err != nil {
-		t.Fatalf("forwarder.New: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- f.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("forwarder Run: %v", err)
-		}
-	})
-	select {
-	case <-f.Ready():
-	case err := <-done:
-		done <- err // for the cleanup
-		t.Fatalf("forwarder Run returned before ready: %v", err)
-	case <-time.After(30 * time.Second):
-		t.Fatal("forwarder not ready after 30s")
-	}
 }
 
 func (fx *fixture) producer() *client.Producer {
