@@ -125,7 +125,10 @@ func (r *controlReader) ends(ctx context.Context) (map[int32]int64, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read where %s starts: %w", topic, err)
 	}
-	endOffs, err := adm.ListEndOffsets(ctx, topic)
+	// Where read_committed reading ends now: a transaction left open by a
+	// process that died (a mark it wrote) must not hold the start back
+	// until the broker times it out.
+	endOffs, err := adm.ListCommittedOffsets(ctx, topic)
 	if err == nil {
 		err = endOffs.Error()
 	}

@@ -135,7 +135,10 @@ func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts [
 	// The worker's own client answers the offset requests; reading needs
 	// a client of its own, since the worker's consumes as a group member.
 	adm := kadm.NewClient(w.cl)
-	ends, err := adm.ListEndOffsets(ctx, w.source)
+	// The last stable offset, not the end: records of a transaction still
+	// open are not readable yet, and one a dead process left open would
+	// hold the scan until the broker aborts it.
+	ends, err := adm.ListCommittedOffsets(ctx, w.source)
 	if err != nil {
 		return nil, err
 	}
