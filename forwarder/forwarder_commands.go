@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"fmt"
+	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -30,10 +31,21 @@ func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group) error {
 			f.cfg.freeMemory()
 		}
 		return nil
+	case <-time.After(loadTimeout):
+		// Loading ends when the last offset of each partition is read;
+		// should one never come back (a record compaction removed behind
+		// a transaction still open), everything before it is read and in
+		// force by now, and the reader goes on with what follows.
+		f.cfg.Logger.Warn("commands_not_all_loaded", "topic", f.cfg.Topics.Control(), "after", loadTimeout, "live", f.cmds.n.Load())
+		return nil
 	case <-ctx.Done():
 		return fmt.Errorf("read %s: %w", f.cfg.Topics.Control(), context.Cause(ctx))
 	}
 }
+
+// loadTimeout bounds how long kdelay waits at start for the control topic to
+// be read to its end: a million commands take 2 s.
+const loadTimeout = time.Minute
 
 // releaseAfterLoading is how many commands loaded at start make it worth
 // returning the memory used to read them: from 10,000, tens of megabytes.
