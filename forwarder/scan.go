@@ -58,7 +58,6 @@ func (w *worker) lookForHidden() {
 		return
 	}
 	ready, next := w.cmds.readySince(w.scanFrom)
-	w.scanFrom = next
 	want := map[string]command{}
 	var earliestDue int64
 	for _, p := range ready {
@@ -78,6 +77,7 @@ func (w *worker) lookForHidden() {
 		}
 	}
 	if len(want) == 0 {
+		w.scanFrom = next
 		return
 	}
 	var parts []scanPart
@@ -92,8 +92,12 @@ func (w *worker) lookForHidden() {
 		parts = append(parts, sp)
 	}
 	if len(parts) == 0 {
+		// Nothing fetched yet: just assigned, or rewound after an aborted
+		// transaction. Look again once records are fetched, rather than
+		// leave the commands to the old due time.
 		return
 	}
+	w.scanFrom = next
 	w.scanning = true
 	w.scans.Go(func() {
 		// Released after the due time means written after due - wait.
@@ -135,10 +139,12 @@ func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts [
 	// The worker's own client answers the offset requests; reading needs
 	// a client of its own, since the worker's consumes as a group member.
 	adm := kadm.NewClient(w.cl)
-	// The last stable offset, not the end: records of a transaction still
-	// open are not readable yet, and one a dead process left open would
-	// hold the scan until the broker aborts it.
-	ends, err := adm.ListCommittedOffsets(ctx, w.source)
+	// The end, not the last stable offset: a record hopped here in a
+	// transaction not yet committed (exactly-once commits every
+	// CommitInterval) may be the one wanted, and it is readable once the
+	// transaction commits. One a dead process left open holds the scan
+	// until scanTimeout.
+	ends, err := adm.ListEndOffsets(ctx, w.source)
 	if err != nil {
 		return nil, err
 	}
