@@ -102,3 +102,45 @@ func commandsOnBroker(t *testing.T, d Delivery) {
 		t.Errorf("Commands() = %+v, want 4 matched, 1 cancelled", s)
 	}
 }
+
+// TestRunNowInOpenTransaction runs a command for a record that sits in a
+// level in a transaction not yet committed: exactly-once commits every
+// CommitInterval, here 5 s, so a scan that stopped at the last stable offset
+// missed it and the record came at its old time, 20 s later.
+func TestRunNowInOpenTransaction(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s", "20s"})
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	fx.cfg.Delivery = ExactlyOnce
+	fx.cfg.CommitInterval = 5 * time.Second
+	fx.cfg.InstanceID = kafkatest.Name(t)
+	fx.start(fx.cfg)
+
+	// The ingress router's first transaction commits at once; the next
+	// one, which carries "now", stays open until 5 s after it.
+	fx.send("first", kdelay.HeaderTarget, fx.target, kdelay.HeaderID, "first", kdelay.HeaderDelay, "40s")
+	waitFor(t, 4*time.Second, "the first record to be written to the 20s level", func() bool {
+		return fx.records(fx.cfg.Topics.Level("20s")) >= 1
+	})
+	fx.send("now", kdelay.HeaderTarget, fx.target, kdelay.HeaderID, "now", kdelay.HeaderDelay, "40s")
+	waitFor(t, 4*time.Second, "the record to be written to the 20s level", func() bool {
+		return fx.records(fx.cfg.Topics.Level("20s")) >= 2
+	})
+	r := &kgo.Record{Topic: fx.cfg.Topics.Control(), Key: []byte("now"), Value: []byte{},
+		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(kdelay.CommandRunNow)}}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fx.cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		t.Fatalf("write command: %v", err)
+	}
+	due := r.Timestamp.Truncate(time.Millisecond)
+	got := arrived.Until(30*time.Second, atLeast(1))
+	switch {
+	case len(got) != 1 || string(got[0].Value) != "now":
+		t.Fatalf("%d records arrived within 30s of the run-now, want the one it names", len(got))
+	case got[0].At.Before(due):
+		t.Errorf("arrived %s before the run-now", due.Sub(got[0].At))
+	case got[0].At.Sub(due) > 15*time.Second:
+		t.Errorf("arrived %s after the run-now: at its old time, not moved ahead", got[0].At.Sub(due))
+	}
+}
