@@ -30,14 +30,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	c, err := openCluster(cfg.Brokers, cfg.ClientOpts, cfg.Partitions, cfg.Logger)
+	c, rep, machineAtStart, err := begin(&cfg)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	c.readOpts = readOpts(cfg.Delivery)
-	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String(), Delivery: cfg.Delivery}
-	machineAtStart := startMachine()
 	for _, mode := range cfg.Modes {
 		res, err := measureMode(ctx, c, &cfg, mode)
 		if err != nil {
@@ -66,4 +63,17 @@ func compare(ctx context.Context, c *cluster, cfg *Config, rep *Report) error {
 	}
 	rep.Copy = res
 	return nil
+}
+
+// begin opens the run's cluster and starts its report and the machine's
+// measurements: what every benchmark does first. The caller closes the
+// cluster.
+func begin(cfg *Config) (*cluster, *Report, machineStart, error) {
+	c, err := openCluster(cfg.Brokers, cfg.ClientOpts, cfg.Partitions, cfg.Logger)
+	if err != nil {
+		return nil, nil, machineStart{}, err
+	}
+	c.readOpts = readOpts(cfg.Delivery)
+	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String(), Delivery: cfg.Delivery}
+	return c, rep, startMachine(), nil
 }

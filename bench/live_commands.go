@@ -103,14 +103,11 @@ func Commands(ctx context.Context, cfg CommandsConfig) (*Report, error) {
 		return nil, err
 	}
 	run := cfg.runConfig()
-	c, err := openCluster(run.Brokers, run.ClientOpts, run.Partitions, run.Logger)
+	c, rep, machineAtStart, err := begin(&run)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	c.readOpts = readOpts(run.Delivery)
-	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: run.Runner.String(), Delivery: run.Delivery}
-	machineAtStart := startMachine()
 	name := c.runPrefix + "-commands"
 	p, stop, err := startPhase(ctx, c, &run, name, forwarder.ModeExact)
 	if err != nil {

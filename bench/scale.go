@@ -117,14 +117,11 @@ func Scale(ctx context.Context, cfg ScaleConfig) (*Report, error) {
 		return nil, err
 	}
 	run := cfg.runConfig()
-	c, err := openCluster(run.Brokers, run.ClientOpts, run.Partitions, run.Logger)
+	c, rep, machineAtStart, err := begin(&run)
 	if err != nil {
 		return nil, err
 	}
 	defer c.close()
-	c.readOpts = readOpts(run.Delivery)
-	rep := &Report{Started: time.Now(), Broker: c.String(), Runner: run.Runner.String(), Delivery: run.Delivery}
-	machineAtStart := startMachine()
 	res, err := measureScale(ctx, c, &run, &cfg)
 	if err != nil {
 		return nil, err
