@@ -80,6 +80,19 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 		c.t.Fatalf("create topic %s: %v", topic, err)
 	}
 	c.deleteOnCleanup(topic)
+	// Apache Kafka answers CreateTopics before its metadata lists the
+	// topic: a test that asks right after would be told it does not exist.
+	for {
+		md, err := adm.Metadata(ctx, topic)
+		if td, ok := md.Topics[topic]; err == nil && ok && td.Err == nil && len(td.Partitions) == int(partitions) && led(td.Partitions) {
+			return
+		}
+		select {
+		case <-ctx.Done():
+			c.t.Fatalf("topic %s created but not served within 30s", topic)
+		case <-time.After(20 * time.Millisecond): // a deadline-bounded poll
+		}
+	}
 }
 
 // deleteOnCleanup deletes the named topics when the test ends, on a real
@@ -143,4 +156,14 @@ func Name(t testing.TB) string {
 		name = name[:60]
 	}
 	return "kt-" + strings.Trim(name, "-") + "-" + hex.EncodeToString(b)
+}
+
+// led reports whether every partition has a leader.
+func led(ps kadm.PartitionDetails) bool {
+	for _, p := range ps {
+		if p.Err != nil || p.Leader < 0 {
+			return false
+		}
+	}
+	return true
 }
