@@ -207,6 +207,17 @@ type Config struct {
 	// Kubernetes; processes sharing a host must each set their own.
 	InstanceID string
 
+	// TransactionalIDSuffix is added to every transactional id this process
+	// uses in exactly-once delivery (InstanceID + "." + group + suffix).
+	// Empty, the ids are the same across restarts, so that a process that
+	// comes back fences its dead predecessor and aborts, with markers, the
+	// transactions it left open. `kdelay serve` sets one of its own start
+	// when it runs the embedded broker, which aborts them as it loads but
+	// writes no marker: a consumer reading a producer's records after such
+	// an abort takes them as aborted until it reads one, so the restarted
+	// process must not write under the same producer id.
+	TransactionalIDSuffix string
+
 	// ShutdownTimeout bounds how long shutdown and a revoke wait for
 	// in-flight produces. Default DefaultShutdownTimeout, 10s.
 	ShutdownTimeout time.Duration

@@ -45,7 +45,7 @@ import (
 // txnOpts are the options of a worker's client in exactly-once delivery.
 func txnOpts(cfg *Config, group string) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.TransactionalID(cfg.InstanceID + "." + group),
+		kgo.TransactionalID(cfg.InstanceID + "." + group + cfg.TransactionalIDSuffix),
 		// An open transaction holds back every read_committed consumer of
 		// the partitions it wrote to: a process that dies for good must not
 		// hold them long. One that restarts aborts it at once (see

@@ -30,6 +30,7 @@ type Cluster struct {
 	Brokers []string
 	Fake    *kfake.Cluster // nil on a real cluster
 	t       testing.TB
+	keep    bool // At: leave what the test created
 }
 
 // Real reports whether the test runs against a real cluster.
@@ -52,6 +53,12 @@ func New(t testing.TB, opts ...kfake.Opt) *Cluster {
 	t.Cleanup(fake.Close)
 	return &Cluster{Brokers: fake.ListenAddrs(), Fake: fake, t: t}
 }
+
+// At returns the cluster at brokers, one the test did not start: a `kdelay
+// serve` running its embedded broker, for instance. Like a real cluster it
+// is not closed when the test ends; unlike one, it does not delete what the
+// test created.
+func At(t testing.TB, brokers []string) *Cluster { return &Cluster{Brokers: brokers, t: t, keep: true} }
 
 // Client returns a client for the cluster, closed when the test ends.
 func (c *Cluster) Client(opts ...kgo.Opt) *kgo.Client {
@@ -98,7 +105,7 @@ func (c *Cluster) CreateTopic(topic string, partitions int32, configs map[string
 // deleteOnCleanup deletes the named topics when the test ends, on a real
 // cluster (kfake is thrown away whole).
 func (c *Cluster) deleteOnCleanup(topics ...string) {
-	if !c.Real() {
+	if !c.Real() || c.keep {
 		return
 	}
 	c.t.Cleanup(func() {
@@ -116,7 +123,7 @@ func (c *Cluster) deleteOnCleanup(topics ...string) {
 // DeleteOnCleanup deletes every topic whose name starts with prefix when the
 // test ends, on a real cluster.
 func (c *Cluster) DeleteOnCleanup(prefix string) {
-	if !c.Real() {
+	if !c.Real() || c.keep {
 		return
 	}
 	c.t.Cleanup(func() {

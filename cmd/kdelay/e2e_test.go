@@ -382,7 +382,7 @@ func startServe(t *testing.T, bin string, args ...string) *process {
 		}
 	})
 	select {
-	case <-s.out.ready:
+	case s.brokers = <-s.out.ready:
 	case <-s.exited:
 		t.Fatalf("kdelay serve exited before it was ready (%v):\n%s", s.err, s.out)
 	case <-time.After(30 * time.Second):

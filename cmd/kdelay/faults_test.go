@@ -46,19 +46,16 @@ func TestFaults(t *testing.T) {
 	}
 	run := faultScenario(binary(t), brokers, set, forwarder.AtLeastOnce)
 	// Exactly-once also promises no duplicate to a read_committed consumer.
-	// Not broker-restart on the embedded broker, whose own crash it does not
-	// survive (README, Guarantees).
 	once := faultScenario(binary(t), brokers, set, forwarder.ExactlyOnce)
 	t.Run("in parallel", func(t *testing.T) {
 		for _, name := range scenarios {
 			t.Run(name, func(t *testing.T) { t.Parallel(); run(t, name) })
-		}
-		for _, name := range []string{bench.ScenarioKillRestart, bench.ScenarioScale} {
 			t.Run("exactly-once/"+name, func(t *testing.T) { t.Parallel(); once(t, name) })
 		}
 	})
 	if len(brokers) > 0 && os.Getenv(envRestartBroker) == "1" {
 		t.Run(bench.ScenarioBrokerRestart, func(t *testing.T) { run(t, bench.ScenarioBrokerRestart) })
+		t.Run("exactly-once/"+bench.ScenarioBrokerRestart, func(t *testing.T) { once(t, bench.ScenarioBrokerRestart) })
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -72,11 +73,12 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		}
 		return s.forward(ctx, cfg.Brokers)
 	}
-	if cfg.Delivery == string(forwarder.ExactlyOnce) {
-		// kfake treats a transaction whose markers were not on disk when
-		// it was killed as aborted, even one it had committed.
-		log.Warn("exactly_once_on_embedded_broker", "risk", "a kill -9 of this process, which is also the broker, can lose the records of its last committed transactions", "fix", "use exactly-once with --brokers on a real Kafka cluster")
-	}
+	// The embedded broker, restarted after a SIGKILL, aborts the
+	// transactions left open without writing abort markers: producer ids
+	// of this start keep what it commits next to them visible
+	// (forwarder.Config.TransactionalIDSuffix). There is no predecessor
+	// left to fence: it died with its broker.
+	s.txnIDSuffix = "." + strconv.FormatInt(time.Now().UnixNano(), 36)
 	cluster, unlock, err := startBroker(cfg, kafkaLog)
 	if err != nil {
 		return err
@@ -93,6 +95,7 @@ type server struct {
 	cfg           config.Config
 	log, kafkaLog *slog.Logger
 	stderr        io.Writer
+	txnIDSuffix   string // on the embedded broker: see serve
 }
 
 // forward runs the forwarder on brokers, and the admin listener beside it,
@@ -178,7 +181,7 @@ func stopped(ctx context.Context, err error) error {
 
 func (s server) forwarderConfig(brokers []string) forwarder.Config {
 	cfg := s.cfg
-	return forwarder.Config{
+	c := forwarder.Config{
 		Brokers:           brokers,
 		Topics:            kdelay.Topics{Prefix: cfg.TopicPrefix},
 		Levels:            cfg.Levels,
@@ -201,6 +204,8 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		ClientOpts:        append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
 		Logger:            s.log,
 	}
+	c.TransactionalIDSuffix = s.txnIDSuffix
+	return c
 }
 
 // printHowTo tells a person who just started kdelay how to use it.
