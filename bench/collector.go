@@ -25,9 +25,11 @@ type collector struct {
 	mu       sync.Mutex
 	groups   [][]*lateness // by id: the groups each record counts in
 	seen     []bool
-	arrived  int    // distinct expected records
-	strange  int64  // records without our id or a kdelay-deliver-at
-	trace    *trace // nil unless asked for: the fault driver's
+	arrived  int             // distinct expected records
+	strange  int64           // records without our id or a kdelay-deliver-at
+	next     map[int32]int64 // by partition: the offset after the last record read
+	rereads  int64           // records read again at an offset read before
+	trace    *trace          // nil unless asked for: the fault driver's
 	progress chan struct{}
 	done     chan struct{} // closed when consume has returned
 }
@@ -86,13 +88,38 @@ func (c *collector) take(fetches kgo.Fetches, now time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	before := c.arrived
-	fetches.EachRecord(func(r *kgo.Record) { c.arrival(r, now) })
+	fetches.EachRecord(func(r *kgo.Record) {
+		if c.reread(r) {
+			return
+		}
+		c.arrival(r, now)
+	})
 	if c.arrived != before {
 		select {
 		case c.progress <- struct{}{}:
 		default:
 		}
 	}
+}
+
+// reread reports whether r sits at an offset the collector read before: its
+// client went back (after a broker restart it may find its position out of
+// range and start the partition again), which is not a second copy of the
+// record. mu must be held.
+func (c *collector) reread(r *kgo.Record) bool {
+	if c.next == nil {
+		c.next = make(map[int32]int64)
+	}
+	next, ok := c.next[r.Partition]
+	if ok && r.Offset < next {
+		if c.rereads == 0 {
+			c.log.Warn("collector_reread", "partition", r.Partition, "offset", r.Offset, "next", next)
+		}
+		c.rereads++
+		return true
+	}
+	c.next[r.Partition] = r.Offset + 1
+	return false
 }
 
 // arrival records one record; mu must be held.

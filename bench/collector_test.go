@@ -1,6 +1,7 @@
 package bench
 
 import (
+	"log/slog"
 	"strconv"
 	"testing"
 	"time"
@@ -15,24 +16,33 @@ import (
 // duplicate, and a record the benchmark did not send counts in no group.
 func TestCollectorArrival(t *testing.T) {
 	t.Parallel()
-	c := &collector{progress: make(chan struct{}, 1)}
+	c := &collector{progress: make(chan struct{}, 1), log: slog.New(slog.DiscardHandler)}
 	level, steady := newLateness("level=1s"), newLateness(GroupSteady)
 	id := c.expect(level, steady)
 	due := time.UnixMilli(1_790_000_000_000)
+	offset := int64(0)
 	record := func(id []byte, due time.Time) *kgo.Record {
-		return &kgo.Record{Headers: []kgo.RecordHeader{
+		offset++
+		return &kgo.Record{Offset: offset, Headers: []kgo.RecordHeader{
 			{Key: kdelay.HeaderID, Value: id},
 			{Key: kdelay.HeaderDeliverAt, Value: strconv.AppendInt(nil, due.UnixMilli(), 10)},
 		}}
 	}
 	at := due.Add(1500 * µs)
+	first := record(id, due)
 	c.take(kgo.Fetches{{Topics: []kgo.FetchTopic{{Partitions: []kgo.FetchPartition{{Records: []*kgo.Record{
-		record(id, due),
-		record(id, due),                 // again: a duplicate
-		record([]byte("99"), due),       // not one the benchmark sent
-		record([]byte("x"), due),        // not an id
-		{Headers: []kgo.RecordHeader{}}, // no headers at all
+		first,
+		record(id, due),           // again, at another offset: a duplicate
+		record([]byte("99"), due), // not one the benchmark sent
+		record([]byte("x"), due),  // not an id
+		{Offset: 5, Headers: []kgo.RecordHeader{}}, // no headers at all
 	}}}}}}}, at)
+	// The client went back and read the partition again from its start:
+	// the same records, not more copies.
+	c.take(kgo.Fetches{{Topics: []kgo.FetchTopic{{Partitions: []kgo.FetchPartition{{Records: []*kgo.Record{first}}}}}}}, at)
+	if c.rereads != 1 {
+		t.Errorf("%d records counted as read again, want 1", c.rereads)
+	}
 
 	for _, g := range []*lateness{level, steady} {
 		s := g.summary()
