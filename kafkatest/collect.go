@@ -23,8 +23,14 @@ type Arrival struct {
 // Collector reads a topic from its start in the background for as long as the
 // test runs, and keeps every record it reads with the time it arrived.
 type Collector struct {
-	mu  sync.Mutex
-	got []Arrival
+	mu   sync.Mutex
+	got  []Arrival
+	next map[partition]int64 // the offset after the last record read
+}
+
+type partition struct {
+	topic string
+	p     int32
 }
 
 // Collect starts reading topic from its start right away, outside any
@@ -46,7 +52,7 @@ func Collect(t testing.TB, brokers []string, topic string, opts ...kgo.Opt) *Col
 	if err != nil {
 		t.Fatalf("consume %s: %v", topic, err)
 	}
-	c := &Collector{}
+	c := &Collector{next: make(map[partition]int64)}
 	ctx, cancel := context.WithCancel(context.Background())
 	stopped := make(chan struct{})
 	go func() {
@@ -78,7 +84,16 @@ func (c *Collector) run(ctx context.Context, t testing.TB, cl *kgo.Client) {
 		}
 		fetches.EachError(func(topic string, p int32, err error) { t.Logf("consume %s/%d: %v", topic, p, err) })
 		c.mu.Lock()
-		fetches.EachRecord(func(r *kgo.Record) { c.got = append(c.got, Arrival{r, now}) })
+		fetches.EachRecord(func(r *kgo.Record) {
+			// A client that starts a partition again (after a broker
+			// restart its position may be out of range) reads the same
+			// records again: they are not more copies.
+			if next, ok := c.next[partition{r.Topic, r.Partition}]; ok && r.Offset < next {
+				return
+			}
+			c.next[partition{r.Topic, r.Partition}] = r.Offset + 1
+			c.got = append(c.got, Arrival{r, now})
+		})
 		c.mu.Unlock()
 	}
 }
