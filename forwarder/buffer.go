@@ -77,14 +77,14 @@ func (b *buffer) wakeAfter() int64 {
 // throttle pauses every partition that holds records once the buffer is
 // full, and resumes them once it has room again. While full, it also pauses
 // a partition that just brought its one fetch, and every partition at once
-// while nothing held waits for a time (see pauseIdle).
+// while nothing held waits long for a time (see pauseIdle).
 func (w *worker) throttle() {
 	if w.buf.update() || w.buf.full {
 		for _, p := range w.parts {
 			w.setFetching(p)
 		}
 	}
-	w.pauseIdle(w.buf.full && !w.waits())
+	w.pauseIdle(w.buf.full && !w.waitsLong())
 }
 
 // setFetching pauses or resumes the fetching of p for either reason that
@@ -109,14 +109,18 @@ func (w *worker) setFetching(p *partition) {
 }
 
 // pauseIdle pauses the whole source topic, on top of the partitions paused
-// one by one, while the buffer is full and nothing held waits for a time:
-// what the worker holds then is on its way to the broker and frees room
-// within a round trip, so the partitions that hold nothing can wait too.
-// Fetching them would not bring their records sooner, and would slow the
-// others: the client fetches from a broker one request at a time, a request
-// for partitions with nothing new waits FetchMaxWait at the broker, and the
-// partitions resumed meanwhile wait behind it. That halved a burst's
-// throughput or worse (docs/BENCHMARKS.md).
+// one by one, while the buffer is full and nothing it holds waits long for a
+// time (see waitsLong): what the worker holds then is on its way to the
+// broker, or held below the smallest level, and frees room within a round
+// trip or that level, so the partitions that hold nothing can wait too.
+// Fetching them would not bring their records much sooner, and would slow
+// the others: the client fetches from a broker one request at a time, a
+// request for partitions with nothing new waits FetchMaxWait at the broker,
+// and the partitions resumed meanwhile wait behind it. That halved a burst's
+// throughput or worse (docs/BENCHMARKS.md), and with records held for their
+// time it made each refill wait FetchMaxWait (TestFullBufferOfHeldRecords).
+// With the whole topic paused no fetch is sent, so the one that resumes it
+// starts at once.
 func (w *worker) pauseIdle(pause bool) {
 	if pause == w.buf.idle {
 		return
@@ -129,13 +133,18 @@ func (w *worker) pauseIdle(pause bool) {
 	}
 }
 
-// waits reports whether the worker holds a record it will not hand on within
-// a round trip: a partition's buffered records not due soon, or a record held
-// in memory until its time (a remainder below the smallest level, or a retry
-// after a failed produce).
-func (w *worker) waits() bool {
-	if len(w.held) > 0 {
-		return true
+// waitsLong reports whether the worker holds a record it may not hand on
+// within the smallest level: a partition's buffered records not due soon, or
+// a record held for a retry after a failed produce, which may last until
+// DeliveryTimeout. The partitions that hold nothing must go on fetching then,
+// or their records would wait that long behind a full buffer. A remainder
+// below the smallest level does not count: it is handed on within that
+// level, which is as long as a record fetched meanwhile could wait.
+func (w *worker) waitsLong() bool {
+	for _, e := range w.held {
+		if e.attempts > 0 {
+			return true
+		}
 	}
 	for _, p := range w.parts {
 		if p.notDue {

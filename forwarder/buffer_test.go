@@ -161,3 +161,91 @@ func TestFullBufferBurst(t *testing.T) {
 		}
 	}
 }
+
+// TestFullBufferOfHeldRecords forwards a burst from one partition of the
+// ingress, the other idle, each record due a millisecond after the one before
+// and below the smallest level, so that the ingress holds them in memory
+// until their time, with a long FetchMaxWait. The buffer fills with records
+// held for their time again and again; each time half of it is handed on,
+// the busy partition must be fetched at once, not after the idle partition's
+// fetch, which the broker holds for FetchMaxWait: the records would then be
+// late by up to that at every refill.
+func TestFullBufferOfHeldRecords(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"5s"})
+	const (
+		n      = 2_000
+		share  = 256 << 10 // per forwarder: the ingress and one level
+		spread = time.Millisecond
+	)
+	cfg := fx.cfg
+	cfg.MaxBufferedBytes = 2 * share
+	cfg.FetchMaxWait = 5 * time.Second
+	ingress := cfg.Topics.Ingress()
+	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
+	writer := fx.cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	// Due after the forwarder is ready and has read the first records, and
+	// below the 5s level: every record is held at the ingress.
+	first := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1<<10)
+	for i := range n {
+		due := first.Add(time.Duration(i) * spread)
+		writer.Produce(ctx, &kgo.Record{Topic: ingress, Partition: 0, Value: value, Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))},
+			{Key: kdelay.HeaderID, Value: []byte(strconv.Itoa(i))},
+		}}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("write record %d: %v", i, err)
+			}
+		})
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatalf("write the burst: %v", err)
+	}
+
+	arrived := fx.cluster.Collect(fx.target)
+	f, _ := fx.start(cfg)
+	if time.Now().After(first) {
+		t.Logf("the forwarder took until %s after the first record was due to start: records are late before they start", time.Since(first))
+	}
+	last := first.Add((n - 1) * spread)
+	got := arrived.Until(last.Sub(time.Now())+20*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := len(kafkatest.IDs(got)); ids != n {
+		t.Fatalf("%d of %d records delivered", ids, n)
+	}
+	var worst time.Duration
+	for _, a := range got {
+		s, _ := kafkatest.Header(a.Record, kdelay.HeaderDeliverAt)
+		ms, _ := strconv.ParseInt(s, 10, 64)
+		late := a.At.Sub(time.UnixMilli(ms))
+		if late < 0 {
+			t.Errorf("record due at %s arrived %s early", s, -late)
+		}
+		worst = max(worst, late)
+	}
+	// Each refill hands on half a share, about 80 records, that were due
+	// over 80 ms; a resume that waited on the idle partition's fetch would
+	// make records seconds late.
+	if worst > time.Second {
+		t.Errorf("a record held for its time arrived %s late, want under 1s: resuming after a full buffer waited on the idle partition's fetch (FetchMaxWait %s)",
+			worst.Round(time.Millisecond), cfg.FetchMaxWait)
+	}
+	t.Logf("%d records held and forwarded through a %d-byte share, the latest %s late", n, share, worst.Round(time.Millisecond))
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.workers {
+		if w.source != ingress {
+			continue
+		}
+		w.mu.Lock()
+		peak, fetch := w.buf.peak, w.buf.fetch
+		w.mu.Unlock()
+		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
+			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
+		}
+	}
+}

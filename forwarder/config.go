@@ -66,10 +66,13 @@ const (
 	// record arrives.
 	DefaultCheckInterval = 100 * time.Millisecond
 
-	// DefaultFetchMaxWait is a tenth of franz-go's 5s: a paused partition is
-	// resumed this long before its head is due, and a shorter lead fetches
-	// fewer records before they are due.
-	DefaultFetchMaxWait = 500 * time.Millisecond
+	// DefaultFetchMaxWait is franz-go's 5s: an idle forwarder sends one
+	// empty fetch per FetchMaxWait, and with 19 of them that was most of
+	// an idle kdelay serve's CPU at 500ms (docs/BENCHMARKS.md). A new
+	// record ends a fetch at once whatever its wait, and a partition paused
+	// because its head is not due resumes FetchMaxWait early; one paused
+	// for a full buffer is fetched at once when it resumes (pauseIdle).
+	DefaultFetchMaxWait = 5 * time.Second
 
 	// DefaultMaxBufferedBytes bounds the records a whole Forwarder holds in
 	// memory to 64 MiB, so that kdelay serve fits a small container (128 MiB
@@ -153,7 +156,7 @@ type Config struct {
 	// FetchMaxWait bounds how long a fetch waits for new records. A
 	// partition resumed while a fetch is in flight is fetched after it ends,
 	// so a paused partition is resumed this long (plus CheckInterval) before
-	// its last buffered record is due. Default DefaultFetchMaxWait, 500ms.
+	// its last buffered record is due. Default DefaultFetchMaxWait, 5s.
 	FetchMaxWait time.Duration
 
 	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
