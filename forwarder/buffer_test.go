@@ -116,25 +116,7 @@ func TestFullBufferBurst(t *testing.T) {
 	cfg.FetchMaxWait = 5 * time.Second
 	ingress := cfg.Topics.Ingress()
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
-	writer := fx.cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
-		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	value := make([]byte, 1<<10)
-	for i := range n {
-		writer.Produce(ctx, &kgo.Record{Topic: ingress, Partition: 0, Value: value, Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-			{Key: kdelay.HeaderDelay, Value: []byte("0")},
-			{Key: kdelay.HeaderID, Value: []byte(strconv.Itoa(i))},
-		}}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("write record %d: %v", i, err)
-			}
-		})
-	}
-	if err := writer.Flush(ctx); err != nil {
-		t.Fatalf("write the burst: %v", err)
-	}
+	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader { return kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte("0")} })
 
 	arrived := fx.cluster.Collect(fx.target)
 	f, _ := fx.start(cfg)
@@ -183,29 +165,13 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 	cfg.FetchMaxWait = 5 * time.Second
 	ingress := cfg.Topics.Ingress()
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
-	writer := fx.cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
-		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
 	// Due after the forwarder is ready and has read the first records, and
 	// below the 5s level: every record is held at the ingress.
 	first := time.Now().Add(3 * time.Second).Truncate(time.Millisecond)
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	value := make([]byte, 1<<10)
-	for i := range n {
+	writeBurst(t, fx, ingress, n, func(i int) kgo.RecordHeader {
 		due := first.Add(time.Duration(i) * spread)
-		writer.Produce(ctx, &kgo.Record{Topic: ingress, Partition: 0, Value: value, Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-			{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))},
-			{Key: kdelay.HeaderID, Value: []byte(strconv.Itoa(i))},
-		}}, func(_ *kgo.Record, err error) {
-			if err != nil {
-				t.Errorf("write record %d: %v", i, err)
-			}
-		})
-	}
-	if err := writer.Flush(ctx); err != nil {
-		t.Fatalf("write the burst: %v", err)
-	}
+		return kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}
+	})
 
 	arrived := fx.cluster.Collect(fx.target)
 	f, _ := fx.start(cfg)
@@ -247,5 +213,30 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
 			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
 		}
+	}
+}
+
+// writeBurst writes n records of 1 KiB to partition 0 of ingress, for
+// fx.target, record i timed by the header when(i), in batches of 16 KiB.
+func writeBurst(t *testing.T, fx *fixture, ingress string, n int, when func(i int) kgo.RecordHeader) {
+	t.Helper()
+	writer := fx.cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0),
+		kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	value := make([]byte, 1<<10)
+	for i := range n {
+		writer.Produce(ctx, &kgo.Record{Topic: ingress, Partition: 0, Value: value, Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			when(i),
+			{Key: kdelay.HeaderID, Value: []byte(strconv.Itoa(i))},
+		}}, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("write record %d: %v", i, err)
+			}
+		})
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatalf("write the burst: %v", err)
 	}
 }

@@ -3,7 +3,6 @@ package main
 import (
 	"context"
 	"maps"
-	"net"
 	"os"
 	"slices"
 	"strconv"
@@ -193,7 +192,7 @@ func TestExactlyOnceEmbeddedKill(t *testing.T) {
 	// One partition per topic, so that the records after the restart land
 	// beside the dead transaction's; a commit every 3s, so that the SIGKILL
 	// finds records in open transactions.
-	x.args = []string{"serve", "--listen", freeAddr(t), "--data-dir", t.TempDir(), "--topic-prefix", name, "--group", name,
+	x.args = []string{"serve", "--listen", closedPort(t), "--data-dir", t.TempDir(), "--topic-prefix", name, "--group", name,
 		"--levels", "1s,2s,5s", "--partitions", "1", "--delivery", "exactly-once", "--instance-id", "eos",
 		"--commit-interval", "3s", "--log-level", "debug"}
 	s := x.start()
@@ -252,16 +251,4 @@ func (x *exactlyOnce) uncommitted() int64 {
 		}
 	})
 	return n
-}
-
-// freeAddr is a loopback address no one listens on now, for a server that
-// must come back on the same one.
-func freeAddr(t *testing.T) string {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().String()
 }
