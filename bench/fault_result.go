@@ -40,6 +40,14 @@ type FaultResult struct {
 	MostEarly    time.Duration `json:"most_early_ns"`
 	DuplicateIDs int64         `json:"duplicate_ids"` // ids that arrived more than once
 	ExtraCopies  int64         `json:"extra_copies"`  // copies beyond the first, all ids together
+	// WrittenTwice counts the ids the ingress itself holds more than once:
+	// the driver's producer retried a write the broker had taken but not
+	// acknowledged when it died, and the embedded broker, which keeps no
+	// producer sequence numbers across a SIGKILL, took it again. kdelay
+	// delivers each copy. AddedIDs counts the ids that arrived more often
+	// than the ingress holds them: copies kdelay made.
+	WrittenTwice int64 `json:"written_twice"`
+	AddedIDs     int64 `json:"added_ids"`
 
 	Faults       []Fault `json:"faults"`
 	All          Group   `json:"all"`           // lateness of every record

@@ -35,6 +35,7 @@ type faultRun struct {
 	last     int // id after the last
 	started  time.Time
 	windows  []window
+	written  map[int]int32 // copies of each id the ingress holds, read at the end
 	res      FaultResult
 }
 
@@ -87,7 +88,10 @@ func (r *faultRun) run(ctx context.Context) error {
 	}
 	// Copies delivered again after a restart may come after the last
 	// record's first: read on a little.
-	return errors.Join(err, sleepUntil(ctx, time.Now().Add(r.cfg.Settle)))
+	err = errors.Join(err, sleepUntil(ctx, time.Now().Add(r.cfg.Settle)))
+	copies, cerr := r.ingressCopies(ctx)
+	r.written = copies
+	return errors.Join(err, cerr)
 }
 
 // open connects to the scenario's broker and prepares its kdelay serve
@@ -283,7 +287,13 @@ func (r *faultRun) summarise() {
 		return
 	}
 	all, during := newLateness("all"), newLateness("during faults")
-	for _, t := range r.coll.traced(r.first, r.last) {
+	for i, t := range r.coll.traced(r.first, r.last) {
+		if n := r.written[r.first+i]; n > 1 {
+			r.res.WrittenTwice++
+		}
+		if t.copies > max(1, r.written[r.first+i]) {
+			r.res.AddedIDs++
+		}
 		if t.refused && t.copies == 0 {
 			r.res.SendFailed++
 			continue

@@ -26,10 +26,10 @@ func WriteFaultTable(w io.Writer, r *FaultReport) error {
 	for _, s := range r.Scenarios {
 		width = max(width, len(s.Scenario))
 	}
-	fmt.Fprintf(tw, "%s\tSERVE\tSENT\tREFUSED\tDELIVERED\tLOST\tEARLY\tDUP IDS\tEXTRA COPIES\tFAULTS\tBACK AFTER s\t\n", padRight("SCENARIO", width))
+	fmt.Fprintf(tw, "%s\tSERVE\tSENT\tREFUSED\tDELIVERED\tLOST\tEARLY\tDUP IDS\tEXTRA COPIES\tWRITTEN TWICE\tADDED BY KDELAY\tFAULTS\tBACK AFTER s\t\n", padRight("SCENARIO", width))
 	for _, s := range r.Scenarios {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", padRight(s.Scenario, width), s.Instances,
-			s.Sent, s.SendFailed, s.Delivered, s.Lost, s.Early, s.DuplicateIDs, s.ExtraCopies, len(s.Faults), backAfter(s.Faults))
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t\n", padRight(s.Scenario, width), s.Instances,
+			s.Sent, s.SendFailed, s.Delivered, s.Lost, s.Early, s.DuplicateIDs, s.ExtraCopies, s.WrittenTwice, s.AddedIDs, len(s.Faults), backAfter(s.Faults))
 	}
 	fmt.Fprintln(tw)
 	fmt.Fprintf(tw, "%s\t%s\tRECORDS\tP50 ms\tP99 ms\tMAX ms\t\n", padRight("LATENESS", width), padRight("DUE", 13))
