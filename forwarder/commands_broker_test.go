@@ -114,6 +114,10 @@ func TestRunNowInOpenTransaction(t *testing.T) {
 	fx.cfg.Delivery = ExactlyOnce
 	fx.cfg.CommitInterval = 5 * time.Second
 	fx.cfg.InstanceID = kafkatest.Name(t)
+	// One partition, so that the 20s level has fetched from the partition
+	// that holds the record: a level does not scan a partition it has
+	// fetched nothing from yet (a known gap, in the notes of 2026-11-23).
+	fx.cfg.Partitions = 1
 	fx.start(fx.cfg)
 
 	// The ingress router's first transaction commits at once; the next
@@ -122,10 +126,13 @@ func TestRunNowInOpenTransaction(t *testing.T) {
 	waitFor(t, 4*time.Second, "the first record to be written to the 20s level", func() bool {
 		return fx.records(fx.cfg.Topics.Level("20s")) >= 1
 	})
+	// Seen by a read_uncommitted reader: in the level, its transaction
+	// open. (Counting offsets would count the first one's commit marker.)
+	level := fx.cluster.Collect(fx.cfg.Topics.Level("20s"))
 	fx.send("now", kdelay.HeaderTarget, fx.target, kdelay.HeaderID, "now", kdelay.HeaderDelay, "40s")
-	waitFor(t, 4*time.Second, "the record to be written to the 20s level", func() bool {
-		return fx.records(fx.cfg.Topics.Level("20s")) >= 2
-	})
+	if got := level.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["now"] > 0 }); kafkatest.IDs(got)["now"] == 0 {
+		t.Fatalf("the record was not written to the 20s level within 10s")
+	}
 	r := &kgo.Record{Topic: fx.cfg.Topics.Control(), Key: []byte("now"), Value: []byte{},
 		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(kdelay.CommandRunNow)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
