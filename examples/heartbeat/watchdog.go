@@ -67,7 +67,7 @@ func (d *device) beatEvery(ctx context.Context, interval time.Duration, onBeat f
 	for {
 		at := time.Now()
 		if err := d.beat(ctx); err != nil {
-			if ctx.Err() != nil {
+			if ctx.Err() != nil || pastDeadline(ctx) {
 				return nil
 			}
 			return err
@@ -79,6 +79,13 @@ func (d *device) beatEvery(ctx context.Context, interval time.Duration, onBeat f
 		case <-tick.C:
 		}
 	}
+}
+
+// pastDeadline reports whether ctx's deadline has passed: the client may
+// give up on a write at the deadline a moment before ctx's own timer ends it.
+func pastDeadline(ctx context.Context) bool {
+	deadline, ok := ctx.Deadline()
+	return ok && !time.Now().Before(deadline)
 }
 
 // offline is a device reported offline: its offline record arrived.
