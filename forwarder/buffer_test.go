@@ -129,19 +129,7 @@ func TestFullBufferBurst(t *testing.T) {
 		t.Fatalf("%d of %d records delivered within 20s: resuming after a full buffer waits on the idle partition's fetch", ids, n)
 	}
 	t.Logf("%d records forwarded in %s through a %d-byte share", n, time.Since(began).Round(time.Millisecond), share)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, w := range f.workers {
-		if w.source != ingress {
-			continue
-		}
-		w.mu.Lock()
-		peak, fetch := w.buf.peak, w.buf.fetch
-		w.mu.Unlock()
-		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
-			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
-		}
-	}
+	checkIngressHeld(t, f, ingress, share, cfg.Partitions)
 }
 
 // TestFullBufferOfHeldRecords forwards a burst from one partition of the
@@ -202,19 +190,7 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 			worst.Round(time.Millisecond), cfg.FetchMaxWait)
 	}
 	t.Logf("%d records held and forwarded through a %d-byte share, the latest %s late", n, share, worst.Round(time.Millisecond))
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	for _, w := range f.workers {
-		if w.source != ingress {
-			continue
-		}
-		w.mu.Lock()
-		peak, fetch := w.buf.peak, w.buf.fetch
-		w.mu.Unlock()
-		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
-			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
-		}
-	}
+	checkIngressHeld(t, f, ingress, share, cfg.Partitions)
 }
 
 // writeBurst writes n records of 1 KiB to partition 0 of ingress, for
@@ -239,5 +215,24 @@ func writeBurst(t *testing.T, fx *fixture, ingress string, n int, when func(i in
 	}
 	if err := writer.Flush(ctx); err != nil {
 		t.Fatalf("write the burst: %v", err)
+	}
+}
+
+// checkIngressHeld checks that the ingress forwarder held at most its share
+// plus one fetch per partition.
+func checkIngressHeld(t *testing.T, f *Forwarder, ingress string, share int64, partitions int32) {
+	t.Helper()
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, w := range f.workers {
+		if w.source != ingress {
+			continue
+		}
+		w.mu.Lock()
+		peak, fetch := w.buf.peak, w.buf.fetch
+		w.mu.Unlock()
+		if limit := share + int64(partitions)*fetch; peak > limit {
+			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
+		}
 	}
 }
