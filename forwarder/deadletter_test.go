@@ -3,6 +3,7 @@ package forwarder
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"reflect"
@@ -13,6 +14,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
@@ -261,6 +263,39 @@ func TestLargeRecord(t *testing.T) {
 	}
 }
 
+// lowerMaxMessageBytes sets the topic's max.message.bytes and returns once
+// the broker refuses a record larger than it. Apache Kafka applies a config
+// change when the broker reads it from the metadata log, a moment after
+// AlterConfigs returns (CI once saw a 50,000-byte record taken after the
+// change to 10,000 had been acknowledged). Probes the broker still took are in
+// the topic; they carry the header "probe".
+func lowerMaxMessageBytes(t *testing.T, cl *kgo.Client, topic string, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr(strconv.Itoa(n))}}, topic)
+	if err == nil {
+		_, err = resp.On(topic, nil)
+	}
+	if err != nil {
+		t.Fatalf("lower max.message.bytes of %s: %v", topic, err)
+	}
+	probe := &kgo.Record{Topic: topic, Value: []byte(incompressible(2 * n)), Headers: []kgo.RecordHeader{{Key: "probe"}}}
+	for {
+		err := cl.ProduceSync(ctx, probe).FirstErr()
+		if errors.Is(err, kerr.MessageTooLarge) {
+			return
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("%s still takes a record of %d bytes 30s after max.message.bytes was set to %d (last produce: %v)", topic, 2*n, n, err)
+		}
+		select { // the broker applies the change from its metadata log: poll
+		case <-ctx.Done():
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
 // TestDeadLetterShrinks lowers the DLQ's max.message.bytes after kdelay has
 // read it and checks that a dead letter the broker then refuses as too large
 // is cut until it fits, rather than retried as it is for ever.
@@ -268,26 +303,19 @@ func TestDeadLetterShrinks(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s", "2s"})
 	fx.start(fx.cfg)
-	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
-	defer cancel()
-	resp, err := kadm.NewClient(fx.cl).AlterTopicConfigs(ctx, []kadm.AlterConfig{{Name: "max.message.bytes", Value: ptr("10000")}}, fx.cfg.Topics.DLQ())
-	if err == nil {
-		_, err = resp.On(fx.cfg.Topics.DLQ(), nil)
-	}
-	if err != nil {
-		t.Fatalf("lower max.message.bytes of the DLQ: %v", err)
-	}
+	lowerMaxMessageBytes(t, fx.cl, fx.cfg.Topics.DLQ(), 10_000)
 	value := incompressible(50_000)
 	sent := fx.send(value, kdelay.HeaderDelay, "1s") // no target: dead-lettered
 
-	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(60*time.Second, atLeast(1))
+	fromSent := func(a kafkatest.Arrival) bool { return headerValue(a.Record, kdelay.HeaderSource) == source(sent) }
+	dead := fx.cluster.Collect(fx.cfg.Topics.DLQ()).Until(60*time.Second, func(got []kafkatest.Arrival) bool {
+		return slices.ContainsFunc(got, fromSent)
+	})
+	dead = slices.DeleteFunc(dead, func(a kafkatest.Arrival) bool { return !fromSent(a) }) // drop the probes
 	if len(dead) != 1 {
-		t.Fatalf("%d records in the DLQ within 60s, want the one refused as too large", len(dead))
+		t.Fatalf("%d dead letters from %s within 60s, want the one refused as too large", len(dead), source(sent))
 	}
 	d := dead[0]
-	if src := headerValue(d.Record, kdelay.HeaderSource); src != source(sent) {
-		t.Errorf("%s = %q, want %q", kdelay.HeaderSource, src, source(sent))
-	}
 	if !strings.HasPrefix(value, string(d.Value)) || len(d.Value) > 10_000 {
 		t.Errorf("dead letter value has %d bytes, want at most the first 10000 of the original", len(d.Value))
 	}
