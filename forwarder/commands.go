@@ -194,12 +194,14 @@ func (c *commands) mark(id string, m mark) {
 }
 
 // matched records that this process applied id's command cmd, and reports
-// whether it is the first time, when a mark is due.
+// whether it is the first time, when a mark is due. With moved, the first
+// time for that record: the router that wrote a hop and the level that
+// scanned for it may both find it, and only one must move it (scan.go).
 func (c *commands) matched(id string, cmd command, moved string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	cur, ok := c.get(id)
-	if !ok || cur.part != cmd.part || cur.off != cmd.off || (cur.matched && moved == "") {
+	if !ok || cur.part != cmd.part || cur.off != cmd.off || (cur.matched && (moved == "" || cur.moved == moved)) {
 		return false
 	}
 	cur.matched = true
@@ -354,6 +356,9 @@ func (c *commands) prune(now time.Time) {
 	c.waiting = keep
 	heap.Init(&c.waiting)
 }
+
+// any reports whether a command is in force, without taking the lock.
+func (c *commands) any() bool { return c != nil && c.n.Load() > 0 }
 
 // versionNow is the version of the commands, 0 with none (a nil table).
 func (c *commands) versionNow() uint64 {

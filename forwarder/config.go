@@ -397,3 +397,14 @@ func (c *Config) ownTopics() []string {
 	}
 	return topics
 }
+
+// levelWait returns how long a record waits in topic if it is one of the
+// configured levels.
+func (c *Config) levelWait(topic string) (time.Duration, bool) {
+	for _, s := range c.stages() {
+		if s.topic == topic && s.wait > 0 {
+			return s.wait, true
+		}
+	}
+	return 0, false
+}

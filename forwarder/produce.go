@@ -80,6 +80,8 @@ func (w *worker) applyAcks(now time.Time) {
 		case a.err == nil:
 			if e.mark != nil {
 				w.markMoved(*e.mark)
+			} else if e.due.IsZero() && !e.dead && e.id != "" && w.cmds.any() {
+				w.hopLanded(e, now)
 			}
 			e.done = true
 			w.buf.release(e.size)

@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -19,7 +20,11 @@ import (
 // its buffered records, then the rest of its partitions in Kafka, from the
 // first record written late enough to be released after the due time — and
 // delivers a copy at once. The original is dropped when it leaves its level,
-// by whichever process then owns it, since the mark names its source.
+// by whichever process then owns it, since the mark names its source. A hop
+// on its way to the level while the level scanned (routed before the command
+// was known, taken by the broker after the scan listed the level's end) is
+// moved ahead by the router that wrote it, once the broker has it
+// (hopLanded).
 //
 // Nothing is indexed per record: a scan reads what is pending in the levels
 // that could hide the record, and only for commands that fall due unmatched.
@@ -44,7 +49,7 @@ type moveMark struct {
 }
 
 // scanPart is one partition to scan: its buffered records, and Kafka from
-// the offset after them.
+// the offset after them, or from the group's committed offset if from is -1.
 type scanPart struct {
 	id    int32
 	queue []*kgo.Record
@@ -81,24 +86,29 @@ func (w *worker) lookForHidden() {
 		return
 	}
 	var parts []scanPart
-	for id, p := range w.parts {
-		if p.gone {
-			continue
-		}
-		sp := scanPart{id: id, queue: append([]*kgo.Record(nil), p.queue...), from: p.next.Offset}
-		if n := len(p.queue); n > 0 {
-			sp.from = p.queue[n-1].Offset + 1
+	for id := range w.owned {
+		// A partition fetched from is scanned in its buffered records and
+		// in Kafka after them; one not fetched from yet (just assigned, its
+		// records in a transaction still open, or the buffer full) in Kafka
+		// from the group's committed offset.
+		sp := scanPart{id: id, from: -1}
+		if p, ok := w.parts[id]; ok && !p.gone {
+			sp.queue, sp.from = append([]*kgo.Record(nil), p.queue...), p.next.Offset
+			if n := len(p.queue); n > 0 {
+				sp.from = p.queue[n-1].Offset + 1
+			}
 		}
 		parts = append(parts, sp)
 	}
 	if len(parts) == 0 {
-		// Nothing fetched yet: just assigned, or rewound after an aborted
-		// transaction. Look again once records are fetched, rather than
-		// leave the commands to the old due time.
+		// Not assigned yet, or no longer: look again once the group has
+		// given this level partitions, rather than leave the commands to
+		// the old due time.
 		return
 	}
 	w.scanFrom = next
 	w.scanning = true
+	w.log.Debug("scan_started", "commands", len(want), "partitions", len(parts))
 	w.scans.Go(func() {
 		// Released after the due time means written after due - wait.
 		fs := w.scan(w.runCtx, want, parts, time.UnixMilli(earliestDue).Add(-w.wait))
@@ -152,9 +162,24 @@ func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts [
 	if err != nil {
 		return nil, err
 	}
+	var committed kadm.OffsetResponses
+	if slices.ContainsFunc(parts, func(p scanPart) bool { return p.from < 0 }) {
+		if committed, err = adm.FetchOffsets(ctx, w.group); err == nil {
+			err = committed.Error()
+		}
+		if err != nil {
+			return nil, err
+		}
+	}
 	offsets, remaining := map[int32]kgo.Offset{}, map[int32]int64{}
 	for _, p := range parts {
 		from := p.from
+		if from < 0 {
+			from = 0
+			if c, ok := committed.Lookup(w.source, p.id); ok && c.At > 0 {
+				from = c.At
+			}
+		}
 		if s, ok := starts.Lookup(w.source, p.id); ok && s.Err == nil && s.Offset > from {
 			from = s.Offset
 		}
@@ -234,31 +259,60 @@ func (w *worker) moveAhead(now time.Time) {
 		w.scanning = false
 	}
 	for _, f := range fs {
-		p, ok := w.parts[f.rec.Partition]
-		if !ok || p.gone || f.rec.Offset < p.next.Offset {
-			continue // moved to another member, or released and re-planned already
+		if p, ok := w.parts[f.rec.Partition]; ok && (p.gone || f.rec.Offset < p.next.Offset) {
+			continue // released and re-planned already
 		}
-		cur, ok := w.cmds.lookup(f.id)
-		src := source(f.rec)
-		if !ok || cur.part != f.cmd.part || cur.off != f.cmd.off || cur.moved == src {
-			continue // another command since, or moved already
+		if !w.owned[f.rec.Partition] {
+			continue // moved to another member
 		}
-		env, err := parse(f.rec, w.rules)
-		if err != nil {
-			continue // dead-lettered when it leaves its level
-		}
-		env.Due = time.UnixMilli(cur.due)
-		// Moved now, so that the original, if released before the copy is
-		// acknowledged, is dropped: the copy is retried like any delivery,
-		// and dead-lettered with the reason if it cannot be made.
-		w.cmds.matched(f.id, cur, src)
-		e := &entry{part: w.side, src: f.rec, id: f.id, out: env.delivery(), due: env.Due,
-			mark: &moveMark{id: f.id, source: src, cmd: cur}}
-		w.log.Debug("moving_ahead", "id", f.id, "source", src, "due", env.Due)
-		w.count(Delivered)
-		w.produce(e)
-		if w.txn != nil {
-			w.txnMoves = append(w.txnMoves, *e.mark)
-		}
+		w.moveCopy(f.rec, f.id, f.cmd)
 	}
+}
+
+// moveCopy delivers a copy of rec, a record of id pending in a level that
+// releases it after cmd's due time, and marks the original moved so that it
+// is dropped when it leaves its level. mu must be held.
+func (w *worker) moveCopy(rec *kgo.Record, id string, cmd command) {
+	cur, ok := w.cmds.lookup(id)
+	src := source(rec)
+	if !ok || cur.part != cmd.part || cur.off != cmd.off || cur.moved == src {
+		return // another command since, or moved already
+	}
+	env, err := parse(rec, w.rules)
+	if err != nil {
+		return // dead-lettered when it leaves its level
+	}
+	env.Due = time.UnixMilli(cur.due)
+	// Moved now, so that the original, if released before the copy is
+	// acknowledged, is dropped: the copy is retried like any delivery,
+	// and dead-lettered with the reason if it cannot be made.
+	if !w.cmds.matched(id, cur, src) {
+		return // the level's scan and the hop's router both found it: the other moved it
+	}
+	e := &entry{part: w.side, src: rec, id: id, out: env.delivery(), due: env.Due,
+		mark: &moveMark{id: id, source: src, cmd: cur}}
+	w.log.Debug("moving_ahead", "id", id, "source", src, "due", env.Due)
+	w.count(Delivered)
+	w.produce(e)
+	if w.txn != nil {
+		w.txnMoves = append(w.txnMoves, *e.mark)
+	}
+}
+
+// hopLanded runs when the broker has taken e, a hop to a level. A run-now or
+// earlier reschedule that fell due while the hop was on its way was looked
+// for in that level (lookForHidden) maybe before the broker had the hop: the
+// scan reads a partition up to the end it lists first. The router learns the
+// hop's place now, so it moves the hop ahead itself. A command not due yet is
+// left to the level's scan, which comes after this. mu must be held.
+func (w *worker) hopLanded(e *entry, now time.Time) {
+	cmd, ok := w.cmds.lookup(e.id)
+	if !ok || cmd.name == cmdCancel || cmd.matched || cmd.due > now.UnixMilli() {
+		return
+	}
+	wait, ok := w.cfg.levelWait(e.out.Topic)
+	if !ok || !e.out.Timestamp.Add(wait).After(time.UnixMilli(cmd.due)) {
+		return // released by the new due time: re-planned then
+	}
+	w.moveCopy(e.out, e.id, cmd)
 }

@@ -54,6 +54,7 @@ type worker struct {
 	// run on the client's goroutines.
 	mu         sync.Mutex
 	parts      map[int32]*partition
+	owned      map[int32]bool // the partitions the group assigned, fetched from or not (scan.go)
 	held       []*entry
 	lastCommit time.Time // when the last background commit began
 	committing bool      // a background commit is in flight
@@ -119,6 +120,7 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		log:     cfg.Logger.With("topic", source),
 		start:   cfg.NowFunc(),
 		parts:   map[int32]*partition{},
+		owned:   map[int32]bool{},
 		side:    newPartition(-1, 0),
 		buf:     buffer{limit: cfg.bufferShare()},
 		retries: map[retryKey]retryState{},
@@ -133,6 +135,7 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
 			w.assigned.Store(true)
 			w.trackFirst(got, true)
+			w.own(got[w.source])
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			w.trackFirst(revoked, false)
@@ -278,6 +281,15 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	// never races a partition being filled.
 	w.cl.AllowRebalance()
 	return nil
+}
+
+// own notes partitions the group assigned.
+func (w *worker) own(ids []int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		w.owned[id] = true
+	}
 }
 
 // trackFirst sets ownsFirst to own if ps includes partition 0 of the source.
