@@ -26,7 +26,8 @@ type Forwarder struct {
 	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
 	mem    *memoryReleaser
 
-	cmds *commands // read from the control topic; consulted by every worker
+	cmds   *commands // read from the control topic; consulted by every worker
+	owners *owners   // the partitions every worker owns
 
 	mu      sync.Mutex
 	workers []*worker
@@ -40,6 +41,7 @@ func New(cfg Config) (*Forwarder, error) {
 	}
 	f := &Forwarder{cfg: cfg, ready: make(chan struct{})}
 	f.mem = newMemoryReleaser(&f.cfg)
+	f.owners = newOwners()
 	return f, nil
 }
 
@@ -116,7 +118,7 @@ func (f *Forwarder) groups() []string {
 
 // start runs a worker for stage s in g until ctx ends.
 func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
-	w, err := newWorker(&f.cfg, s, f.dlqMax)
+	w, err := newWorker(&f.cfg, s, f.dlqMax, f.owners)
 	if err != nil {
 		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 	}

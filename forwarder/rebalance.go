@@ -40,9 +40,7 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 	w.applyAcks(w.cfg.NowFunc())
 	w.commitNow(fctx)
 	w.forget(lost[w.source])
-	for _, id := range lost[w.source] {
-		delete(w.owned, id)
-	}
+	w.owners.set(w.source, lost[w.source], false)
 	w.nudge()
 }
 
@@ -65,9 +63,7 @@ func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32)
 		w.rememberHandedOn(lost[w.source])
 	}
 	w.forget(lost[w.source])
-	for _, id := range lost[w.source] {
-		delete(w.owned, id)
-	}
+	w.owners.set(w.source, lost[w.source], false)
 	w.nudge()
 }
 

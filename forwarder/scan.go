@@ -86,7 +86,7 @@ func (w *worker) lookForHidden() {
 		return
 	}
 	var parts []scanPart
-	for id := range w.owned {
+	for _, id := range w.owners.of(w.source) {
 		// A partition fetched from is scanned in its buffered records and
 		// in Kafka after them; one not fetched from yet (just assigned, its
 		// records in a transaction still open, or the buffer full) in Kafka
@@ -262,7 +262,7 @@ func (w *worker) moveAhead(now time.Time) {
 		if p, ok := w.parts[f.rec.Partition]; ok && (p.gone || f.rec.Offset < p.next.Offset) {
 			continue // released and re-planned already
 		}
-		if !w.owned[f.rec.Partition] {
+		if !w.owners.owns(w.source, f.rec.Partition) {
 			continue // moved to another member
 		}
 		w.moveCopy(f.rec, f.id, f.cmd)
@@ -304,7 +304,9 @@ func (w *worker) moveCopy(rec *kgo.Record, id string, cmd command) {
 // for in that level (lookForHidden) maybe before the broker had the hop: the
 // scan reads a partition up to the end it lists first. The router learns the
 // hop's place now, so it moves the hop ahead itself. A command not due yet is
-// left to the level's scan, which comes after this. mu must be held.
+// left to the level's scan, which comes after this. Only a hop to a level
+// partition this process owns: then the scan that may find it too consults
+// the same command table, so one of the two moves it. mu must be held.
 func (w *worker) hopLanded(e *entry, now time.Time) {
 	cmd, ok := w.cmds.lookup(e.id)
 	if !ok || cmd.name == cmdCancel || cmd.matched || cmd.due > now.UnixMilli() {
@@ -313,6 +315,11 @@ func (w *worker) hopLanded(e *entry, now time.Time) {
 	wait, ok := w.cfg.levelWait(e.out.Topic)
 	if !ok || !e.out.Timestamp.Add(wait).After(time.UnixMilli(cmd.due)) {
 		return // released by the new due time: re-planned then
+	}
+	if !w.owners.owns(e.out.Topic, e.out.Partition) {
+		// Another process's level may have found it too, and its
+		// command table is not this one: left to it (README).
+		return
 	}
 	w.moveCopy(e.out, e.id, cmd)
 }

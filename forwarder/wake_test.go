@@ -18,7 +18,7 @@ func TestExactWakesOnlyForWork(t *testing.T) {
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, InstanceID: "test", Logger: testLogger(t)}.WithDefaults()
 	now := time.Now()
 	level := func(t *testing.T) *worker {
-		w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: levelGroup("1h"), wait: time.Hour}, 0)
+		w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: levelGroup("1h"), wait: time.Hour}, 0, newOwners())
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -39,6 +39,7 @@ type worker struct {
 	start  time.Time                 // anchors the ticks of ModePoll
 	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
 	cmds   *commands                 // commands in force (obey.go); nil when the Forwarder reads none
+	owners *owners                   // the partitions this process owns, shared by its workers
 
 	// assigned is set once the group has assigned partitions to the worker
 	// (possibly none: a group with more members than partitions), and
@@ -54,7 +55,6 @@ type worker struct {
 	// run on the client's goroutines.
 	mu         sync.Mutex
 	parts      map[int32]*partition
-	owned      map[int32]bool // the partitions the group assigned, fetched from or not (scan.go)
 	held       []*entry
 	lastCommit time.Time // when the last background commit began
 	committing bool      // a background commit is in flight
@@ -106,8 +106,10 @@ type ack struct {
 }
 
 // newWorker makes the worker for stage s. dlqMax is the DLQ's
-// max.message.bytes, 0 if unknown.
-func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
+// max.message.bytes, 0 if unknown. owners is shared by the process's workers;
+// it is given here since the group may assign partitions as soon as the
+// client exists.
+func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error) {
 	source, group := s.topic, cfg.Group+s.group
 	w := &worker{
 		cfg:     cfg,
@@ -120,7 +122,7 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		log:     cfg.Logger.With("topic", source),
 		start:   cfg.NowFunc(),
 		parts:   map[int32]*partition{},
-		owned:   map[int32]bool{},
+		owners:  owners,
 		side:    newPartition(-1, 0),
 		buf:     buffer{limit: cfg.bufferShare()},
 		retries: map[retryKey]retryState{},
@@ -135,7 +137,7 @@ func newWorker(cfg *Config, s stage, dlqMax int) (*worker, error) {
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
 			w.assigned.Store(true)
 			w.trackFirst(got, true)
-			w.own(got[w.source])
+			w.owners.set(w.source, got[w.source], true)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
 			w.trackFirst(revoked, false)
@@ -281,15 +283,6 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	// never races a partition being filled.
 	w.cl.AllowRebalance()
 	return nil
-}
-
-// own notes partitions the group assigned.
-func (w *worker) own(ids []int32) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	for _, id := range ids {
-		w.owned[id] = true
-	}
 }
 
 // trackFirst sets ownsFirst to own if ps includes partition 0 of the source.
