@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -180,5 +181,14 @@ func AppendHop[H header](hs []H, target, id string, due time.Time) []H {
 // of a record that came without one, so a replay of the same record keeps its
 // id, and the kdelay-source of a dead letter.
 func Source(topic string, partition int32, offset int64) string {
-	return topic + "/" + strconv.Itoa(int(partition)) + "/" + strconv.FormatInt(offset, 10)
+	// One allocation: it is the id of every record that came without one.
+	var b strings.Builder
+	b.Grow(len(topic) + 2 + 10 + 19)
+	b.WriteString(topic)
+	b.WriteByte('/')
+	var digits [20]byte
+	b.Write(strconv.AppendInt(digits[:0], int64(partition), 10))
+	b.WriteByte('/')
+	b.Write(strconv.AppendInt(digits[:0], offset, 10))
+	return b.String()
 }
