@@ -79,8 +79,9 @@ const (
 	// with the Go runtime and the client's own buffers) whatever the size of
 	// a burst. Each forwarder reserves an equal part of half of it, 1.7 MiB
 	// with the default 18 levels, and a forwarder moving records that are
-	// due borrows from the other half, 32 MiB, so that it fetches while it
-	// produces (docs/BENCHMARKS.md, "Throughput").
+	// due borrows from a quarter, 16 MiB, so that it fetches while it
+	// produces; the last quarter is headroom for the garbage collector
+	// (pool.go; docs/BENCHMARKS.md, "Throughput").
 	DefaultMaxBufferedBytes int64 = 64 << 20
 
 	// DefaultDeliveryTimeout rides out a broker restart or a leader
@@ -165,10 +166,11 @@ type Config struct {
 	// by the broker. Each record counts its key, value and headers plus what
 	// kdelay and the client keep for it (about 640 bytes). Half of it is
 	// reserved in equal parts by the ingress and each level forwarder, so a
-	// burst in one never keeps another from fetching; the other half is a
-	// pool that a forwarder borrows from while every record it holds is
-	// due (or due within FetchMaxWait), which it gives back as the broker
-	// acknowledges them. A forwarder that may hold no more stops fetching
+	// burst in one never keeps another from fetching; a quarter is a pool
+	// that a forwarder borrows from while every record it holds is due (or
+	// due within FetchMaxWait), which it gives back as the broker
+	// acknowledges them; the last quarter is never filled, headroom for
+	// Go's garbage collector. A forwarder that may hold no more stops fetching
 	// until half its reserve, or half the pool, is free again, and may
 	// exceed what it was allowed by one fetch per partition. A burst larger
 	// than that is delivered at the pace of the broker's acknowledgements,
