@@ -96,6 +96,25 @@ func TestCheckGoals(t *testing.T) {
 			},
 		},
 		{
+			name: "a burst's peak RSS within a 128 MiB container, the forwarder measured on its own",
+			rep: Report{Scale: &ScaleResult{Pending: 1000, Burst: 500,
+				Usage: Usage{PeakRSS: 128 << 20, Measured: true}}},
+			want: map[string]want{"peak RSS, burst included": {"128.0MB", true}},
+		},
+		{
+			name: "a burst's peak RSS past it",
+			rep: Report{Scale: &ScaleResult{Pending: 1000, Burst: 500,
+				Usage: Usage{PeakRSS: 128<<20 + 1<<19, Measured: true}}},
+			want: map[string]want{"peak RSS, burst included": {"128.5MB", false}},
+		},
+		{
+			name: "no RSS goal when the forwarder shares the benchmark's process",
+			rep: Report{Scale: &ScaleResult{Pending: 1000, Burst: 500,
+				Usage: Usage{PeakRSS: 300 << 20, Measured: true, Shared: true}}},
+			names: []string{"early records", "lost records", "burst of 500 delivered",
+				"RSS with 1000 pending − RSS with none", "idle CPU with 1000 pending"},
+		},
+		{
 			name: "scale over its limits",
 			rep:  Report{Scale: scale(32<<20+1<<19, 0.01, 10*time.Second+ms)},
 			want: map[string]want{
