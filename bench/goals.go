@@ -83,7 +83,7 @@ func countGoals(r *Report) []Goal {
 // scaleGoals: a burst is delivered within seconds in bounded memory, and
 // pending records cost neither memory nor CPU. The peak is a goal only when
 // the forwarder ran as its own process: the default max-buffered-bytes is
-// sized for a 128 MiB container (forwarder.DefaultMaxBufferedBytes).
+// sized for a 128 MiB container (forwarder/pool.go).
 func scaleGoals(s *ScaleResult) []Goal {
 	grew := s.RSSPending - s.RSSEmpty
 	goals := []Goal{

@@ -25,10 +25,14 @@ func recordSize(r *kgo.Record) int64 {
 // revoked). Only the loop and the rebalance callbacks touch it, under
 // worker.mu.
 type buffer struct {
-	limit int64 // the worker's share of Config.MaxBufferedBytes
-	bytes int64 // held now
-	full  bool  // fetching is paused until bytes falls to limit/2
-	idle  bool  // the whole topic is paused too (pauseIdle)
+	limit int64       // the worker's reserve: what it may hold without borrowing (pool.go)
+	bytes int64       // held now
+	full  bool        // fetching is paused until bytes falls to limit/2 or the pool drains
+	idle  bool        // the whole topic is paused too (pauseIdle)
+	pool  *bufferPool // borrowed from beyond limit; nil outside a Forwarder
+
+	counted int64 // bytes the pool counts for this worker
+	lent    int64 // of them, beyond limit
 
 	peak    int64 // the most bytes ever held
 	fetch   int64 // the most bytes one poll brought
@@ -47,15 +51,38 @@ func (b *buffer) add(n int64) {
 // release counts n bytes no longer held.
 func (b *buffer) release(n int64) { b.bytes -= n }
 
-// update sets full once bytes reach the limit and clears it once they fall
-// to half of it: resuming at half lets a whole fetch arrive before the next
-// pause, rather than pausing and resuming on every acknowledgement. It
-// reports whether full changed.
-func (b *buffer) update() bool {
+// settle tells the pool what the worker holds now, and how much of it is
+// borrowed.
+func (b *buffer) settle() {
+	if b.pool == nil {
+		return
+	}
+	lent := max(b.bytes-b.limit, 0)
+	b.pool.count(b.bytes-b.counted, lent-b.lent)
+	b.counted, b.lent = b.bytes, lent
+}
+
+// detach gives back to the pool everything the worker was counted for: it
+// has stopped, and what it held is released with it.
+func (b *buffer) detach() {
+	if b.pool != nil {
+		b.pool.count(-b.counted, -b.lent)
+		b.counted, b.lent = 0, 0
+	}
+}
+
+// update sets full once bytes reach the limit and the worker may not borrow
+// beyond it, and clears it once they fall to half the limit, or once a
+// worker that may borrow finds the pool drained to half: resuming at half
+// lets a whole fetch arrive before the next pause, rather than pausing and
+// resuming on every acknowledgement. borrow says every record held is on
+// its way out (see pool.go). It reports whether full changed.
+func (b *buffer) update(borrow bool) bool {
+	b.settle()
 	switch {
-	case !b.full && b.bytes >= b.limit:
+	case !b.full && b.bytes >= b.limit && !(borrow && b.pool.room()):
 		b.full = true
-	case b.full && b.bytes <= b.limit/2:
+	case b.full && (b.bytes <= b.limit/2 || borrow && b.pool.drained()):
 		b.full = false
 	default:
 		return false
@@ -64,22 +91,30 @@ func (b *buffer) update() bool {
 }
 
 // wakeAfter is how many bytes acknowledged since the loop last applied acks
-// bring a full buffer back to half its limit: the produce callbacks wake the
+// may let a full buffer resume: those that bring it back to half its limit,
+// or the pool to half, whichever is fewer. The produce callbacks wake the
 // loop then, so that fetching resumes as soon as it may rather than at the
-// next CheckInterval. 0 when not full.
-func (b *buffer) wakeAfter() int64 {
+// next CheckInterval; a wake that finds it still full sets the next. 0 when
+// not full.
+func (b *buffer) wakeAfter(borrow bool) int64 {
 	if !b.full {
 		return 0
 	}
-	return max(b.bytes-b.limit/2, 1)
+	n := b.bytes - b.limit/2
+	if borrow && b.pool != nil {
+		n = min(n, b.pool.toDrain())
+	}
+	return max(n, 1)
 }
 
 // throttle pauses every partition that holds records once the buffer is
-// full, and resumes them once it has room again. While full, it also pauses
-// a partition that just brought its one fetch, and every partition at once
+// full, and resumes them once it has room again. A worker holding nothing
+// for a later time (waits) may borrow from the pool beyond its limit. While
+// full, it also pauses a partition that just brought its one fetch, and every partition at once
 // while nothing held waits long for a time (see pauseIdle).
 func (w *worker) throttle() {
-	if w.buf.update() || w.buf.full {
+	borrow := !w.waits()
+	if w.buf.update(borrow) || w.buf.full {
 		for _, p := range w.parts {
 			w.setFetching(p)
 		}
@@ -132,6 +167,11 @@ func (w *worker) pauseIdle(pause bool) {
 		w.cl.ResumeFetchTopics(w.source)
 	}
 }
+
+// waits reports whether the worker holds a record it will not hand on within
+// a round trip: waitsLong, or a remainder held in memory until its time. A
+// worker that waits borrows nothing from the pool (pool.go).
+func (w *worker) waits() bool { return len(w.held) > 0 || w.waitsLong() }
 
 // waitsLong reports whether the worker holds a record it may not hand on
 // within the smallest level: a partition's buffered records not due soon, or

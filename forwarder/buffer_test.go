@@ -14,9 +14,9 @@ import (
 
 // TestBurstIsBounded writes a burst all due in the same millisecond, twenty
 // times what a forwarder may hold, straight into a level (as the client
-// library does): every record is delivered once and none early, and the
-// level's forwarder never held more than its share of MaxBufferedBytes plus
-// one fetch per partition.
+// library does): every record is delivered once and none early, the level's
+// forwarder borrowed beyond its reserve, and the forwarders together never
+// held more than MaxBufferedBytes plus one fetch per partition.
 func TestBurstIsBounded(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"5s"})
@@ -80,23 +80,31 @@ func TestBurstIsBounded(t *testing.T) {
 
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var fetch int64 // the largest fetch of any forwarder
 	for _, w := range f.workers {
 		w.mu.Lock()
-		peak, fetch := w.buf.peak, w.buf.fetch
+		peak, wfetch := w.buf.peak, w.buf.fetch
 		w.mu.Unlock()
-		// A partition that holds nothing may fetch while the buffer is
-		// full: at most one fetch per partition beyond the share.
-		if limit := share + int64(cfg.Partitions)*fetch; peak > limit {
-			t.Errorf("%s: held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition (%d)",
-				w.source, peak, share, fetch, cfg.Partitions)
+		fetch = max(fetch, wfetch)
+		if wfetch > share {
+			t.Errorf("%s: one fetch brought %d bytes of records, want at most its share %d", w.source, wfetch, share)
 		}
-		if fetch > share {
-			t.Errorf("%s: one fetch brought %d bytes of records, want at most its share %d", w.source, fetch, share)
+		if w.source != level {
+			continue
 		}
-		if w.source == level {
-			t.Logf("%s held up to %d bytes of records (share %d, one fetch %d); the last record arrived %s after due",
-				w.source, peak, share, fetch, last.Sub(due).Round(time.Millisecond))
+		// Every record it held was due, so it borrowed from the pool
+		// (half of MaxBufferedBytes) beyond its reserve (half its share).
+		if reserve := int64(share / 2); peak <= reserve {
+			t.Errorf("%s: held up to %d bytes of a burst all due, want more than its reserve %d: it borrows from the pool", w.source, peak, reserve)
 		}
+		t.Logf("%s held up to %d bytes of records (share %d, one fetch %d); the last record arrived %s after due",
+			w.source, peak, share, fetch, last.Sub(due).Round(time.Millisecond))
+	}
+	// A partition that holds nothing may fetch while the buffer is full: at
+	// most one fetch per partition beyond the bound.
+	if peak, limit := f.pool.peak.Load(), cfg.MaxBufferedBytes+int64(cfg.Partitions)*fetch; peak > limit {
+		t.Errorf("the forwarders held up to %d bytes of records at once, want at most max-buffered-bytes %d plus one fetch (%d) per partition (%d)",
+			peak, cfg.MaxBufferedBytes, fetch, cfg.Partitions)
 	}
 }
 
@@ -121,15 +129,15 @@ func TestFullBufferBurst(t *testing.T) {
 	arrived := fx.cluster.Collect(fx.target)
 	f, _ := fx.start(cfg)
 	began := time.Now()
-	// Each time the buffer is full, half of it (about 80 records here) is
-	// acknowledged before the busy partition resumes: waiting FetchMaxWait
-	// at each resume would take minutes.
+	// Each time the buffer is full, half of the pool (about 80 records
+	// here) is acknowledged before the busy partition resumes: waiting
+	// FetchMaxWait at each resume would take minutes.
 	got := arrived.Until(20*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
 	if ids := len(kafkatest.IDs(got)); ids != n {
 		t.Fatalf("%d of %d records delivered within 20s: resuming after a full buffer waits on the idle partition's fetch", ids, n)
 	}
 	t.Logf("%d records forwarded in %s through a %d-byte share", n, time.Since(began).Round(time.Millisecond), share)
-	checkIngressHeld(t, f, ingress, share, cfg.Partitions)
+	checkHeld(t, f, cfg.MaxBufferedBytes, cfg.Partitions)
 }
 
 // TestFullBufferOfHeldRecords forwards a burst from one partition of the
@@ -190,7 +198,7 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 			worst.Round(time.Millisecond), cfg.FetchMaxWait)
 	}
 	t.Logf("%d records held and forwarded through a %d-byte share, the latest %s late", n, share, worst.Round(time.Millisecond))
-	checkIngressHeld(t, f, ingress, share, cfg.Partitions)
+	checkHeld(t, f, cfg.MaxBufferedBytes, cfg.Partitions)
 }
 
 // writeBurst writes n records of 1 KiB to partition 0 of ingress, for
@@ -218,21 +226,19 @@ func writeBurst(t *testing.T, fx *fixture, ingress string, n int, when func(i in
 	}
 }
 
-// checkIngressHeld checks that the ingress forwarder held at most its share
-// plus one fetch per partition.
-func checkIngressHeld(t *testing.T, f *Forwarder, ingress string, share int64, partitions int32) {
+// checkHeld checks that the forwarders together held at most
+// max-buffered-bytes plus one fetch per partition.
+func checkHeld(t *testing.T, f *Forwarder, maxBuffered int64, partitions int32) {
 	t.Helper()
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	var fetch int64
 	for _, w := range f.workers {
-		if w.source != ingress {
-			continue
-		}
 		w.mu.Lock()
-		peak, fetch := w.buf.peak, w.buf.fetch
+		fetch = max(fetch, w.buf.fetch)
 		w.mu.Unlock()
-		if limit := share + int64(partitions)*fetch; peak > limit {
-			t.Errorf("the ingress held up to %d bytes of records, want at most its share %d plus one fetch (%d) per partition", peak, share, fetch)
-		}
+	}
+	if peak, limit := f.pool.peak.Load(), maxBuffered+int64(partitions)*fetch; peak > limit {
+		t.Errorf("the forwarders held up to %d bytes of records at once, want at most max-buffered-bytes %d plus one fetch (%d) per partition", peak, maxBuffered, fetch)
 	}
 }

@@ -77,9 +77,11 @@ const (
 	// DefaultMaxBufferedBytes bounds the records a whole Forwarder holds in
 	// memory to 64 MiB, so that kdelay serve fits a small container (128 MiB
 	// with the Go runtime and the client's own buffers) whatever the size of
-	// a burst. Each forwarder gets an equal share, 3.4 MiB with the default
-	// 18 levels: measured, that is enough to deliver a burst as fast as the
-	// broker takes it.
+	// a burst. Each forwarder reserves an equal part of half of it, 1.7 MiB
+	// with the default 18 levels, and a forwarder moving records that are
+	// due borrows from a quarter, 16 MiB, so that it fetches while it
+	// produces; the last quarter is headroom for the garbage collector
+	// (pool.go; docs/BENCHMARKS.md, "Throughput").
 	DefaultMaxBufferedBytes int64 = 64 << 20
 
 	// DefaultDeliveryTimeout rides out a broker restart or a leader
@@ -162,13 +164,18 @@ type Config struct {
 	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
 	// fetched and not yet handed on, or handed on and not yet acknowledged
 	// by the broker. Each record counts its key, value and headers plus what
-	// kdelay and the client keep for it (about 640 bytes). The ingress and
-	// each level forwarder get an equal share, so a burst in one never slows
-	// another; a forwarder whose share is full stops fetching until half of
-	// it is acknowledged, and may exceed it by one fetch per partition. A
-	// burst larger than a share is delivered at the pace of the broker's
-	// acknowledgements, and its last records leave later than they would if
-	// it were all in memory. Default DefaultMaxBufferedBytes, 64 MiB.
+	// kdelay and the client keep for it (about 640 bytes). Half of it is
+	// reserved in equal parts by the ingress and each level forwarder, so a
+	// burst in one never keeps another from fetching; a quarter is a pool
+	// that a forwarder borrows from while every record it holds is due (or
+	// due within FetchMaxWait), which it gives back as the broker
+	// acknowledges them; the last quarter is never filled, headroom for
+	// Go's garbage collector. A forwarder that may hold no more stops fetching
+	// until half its reserve, or half the pool, is free again, and may
+	// exceed what it was allowed by one fetch per partition. A burst larger
+	// than that is delivered at the pace of the broker's acknowledgements,
+	// and its last records leave later than they would if it were all in
+	// memory. Default DefaultMaxBufferedBytes, 64 MiB.
 	MaxBufferedBytes int64
 
 	// MaxDelay is the longest delay accepted; longer ones are dead-lettered.
@@ -354,6 +361,10 @@ const minBufferShare = 256 << 10
 
 // bufferShare is each forwarder's share of MaxBufferedBytes.
 func (c *Config) bufferShare() int64 { return c.MaxBufferedBytes / int64(len(c.stages())) }
+
+// bufferReserve is what each forwarder may always hold: half its share. The
+// other halves make the pool forwarders borrow from (pool.go).
+func (c *Config) bufferReserve() int64 { return c.bufferShare() / 2 }
 
 // fetchMaxBytes is how many bytes one fetch asks for: a quarter of a
 // forwarder's share, because a record held counts its bookkeeping too, which

@@ -25,6 +25,7 @@ type Forwarder struct {
 	ready  chan struct{}
 	dlqMax int // the DLQ's max.message.bytes; 0 when unknown
 	mem    *memoryReleaser
+	pool   *bufferPool // what the forwarders borrow beyond their reserves
 
 	cmds   *commands // read from the control topic; consulted by every worker
 	owners *owners   // the partitions every worker owns
@@ -42,6 +43,7 @@ func New(cfg Config) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, ready: make(chan struct{})}
 	f.mem = newMemoryReleaser(&f.cfg)
 	f.owners = newOwners()
+	f.pool = newBufferPool(&f.cfg)
 	return f, nil
 }
 
@@ -127,6 +129,7 @@ func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error
 	f.workers = append(f.workers, w)
 	f.mu.Unlock()
 	w.mem = f.mem
+	w.buf.pool = f.pool
 	g.Go(func() error { return w.run(ctx) })
 	return nil
 }

@@ -115,7 +115,7 @@ func (r *memoryReleaser) wait(last time.Time) time.Duration {
 }
 
 // releaseIfDrained asks for memory to be released once the worker has handed
-// on most of what it held, after holding at least half its share since the
+// on most of what it held, after holding at least half its reserve since the
 // last time it asked, and tells the releaser what it fetched since the last
 // cycle. mu must be held.
 func (w *worker) releaseIfDrained() {

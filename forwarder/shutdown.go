@@ -34,6 +34,11 @@ func (w *worker) shutdown() {
 	w.commits.Wait()
 	w.scans.Wait() // it ends with the loop's context
 	w.cl.CloseAllowingRebalance()
+	// What it still counts would be lent to no one else: a dropped level's
+	// forwarder stops while the others run on.
+	w.mu.Lock()
+	w.buf.detach()
+	w.mu.Unlock()
 }
 
 // drainHeld produces held records at their due times until none is left.

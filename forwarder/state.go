@@ -18,7 +18,7 @@ type LevelState struct {
 
 	// Partitions is how many partitions it holds records of; Paused, how
 	// many of those it does not fetch, because their buffered records are
-	// not due soon or its share of MaxBufferedBytes is full.
+	// not due soon or it may hold no more of MaxBufferedBytes.
 	Partitions, Paused int
 
 	// OldestDue is when the oldest record it holds and has not handed on

@@ -124,7 +124,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		parts:   map[int32]*partition{},
 		owners:  owners,
 		side:    newPartition(-1, 0),
-		buf:     buffer{limit: cfg.bufferShare()},
+		buf:     buffer{limit: cfg.bufferReserve()},
 		retries: map[retryKey]retryState{},
 	}
 	opts := append(append([]kgo.Opt{
@@ -322,7 +322,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	}
 	w.releaseIfDrained()
 	w.ackMu.Lock()
-	w.wakeAfter = w.buf.wakeAfter()
+	w.wakeAfter = w.buf.wakeAfter(!w.waits())
 	w.ackMu.Unlock()
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,

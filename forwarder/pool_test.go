@@ -1,0 +1,97 @@
+package forwarder
+
+import "testing"
+
+// TestPoolLending checks how forwarders share MaxBufferedBytes: each may
+// always fill its reserve; beyond it, only one whose records are all on
+// their way out borrows, and only what the pool has; what is acknowledged
+// or dropped goes back; and the bytes held at once never exceed the
+// reserves plus the pool, beyond the fetch that found a buffer full.
+func TestPoolLending(t *testing.T) {
+	t.Parallel()
+	const reserve, fetch int64 = 100, 30
+	setup := func() (*bufferPool, *buffer, *buffer) {
+		p := &bufferPool{limit: 200}
+		return p, &buffer{limit: reserve, pool: p}, &buffer{limit: reserve, pool: p}
+	}
+	// fill fetches into b until it is full, as the loop does: a fetch
+	// arrives only while it is not.
+	fill := func(b *buffer, borrow bool) {
+		for i := 0; i < 100 && !b.full; i++ {
+			b.add(fetch)
+			b.update(borrow)
+		}
+	}
+
+	t.Run("records all due borrow the pool", func(t *testing.T) {
+		t.Parallel()
+		p, a, _ := setup()
+		fill(a, true)
+		if a.bytes <= reserve || p.lent.Load() != a.bytes-reserve {
+			t.Fatalf("holds %d, pool lent %d; want beyond its reserve %d, the excess lent", a.bytes, p.lent.Load(), reserve)
+		}
+		if most := reserve + p.limit + fetch; a.bytes > most {
+			t.Errorf("holds %d, want at most reserve + pool + one fetch = %d", a.bytes, most)
+		}
+	})
+	t.Run("records that wait borrow nothing", func(t *testing.T) {
+		t.Parallel()
+		p, a, _ := setup()
+		fill(a, false)
+		if a.bytes > reserve+fetch || p.lent.Load() != a.bytes-reserve {
+			t.Errorf("holds %d, pool lent %d; want its reserve %d plus at most one fetch", a.bytes, p.lent.Load(), reserve)
+		}
+	})
+	t.Run("a reserve stays free while another borrows the pool", func(t *testing.T) {
+		t.Parallel()
+		p, a, b := setup()
+		fill(a, true)
+		fill(b, true)
+		if b.bytes < reserve || b.bytes > reserve+fetch {
+			t.Errorf("the second holds %d with the pool lent out, want its reserve %d plus at most one fetch", b.bytes, reserve)
+		}
+		if peak, most := p.peak.Load(), 2*reserve+p.limit+2*fetch; peak > most {
+			t.Errorf("held %d at once, want at most reserves + pool + one fetch each = %d", peak, most)
+		}
+	})
+	t.Run("acknowledged bytes go back and resume the borrower at half the pool", func(t *testing.T) {
+		t.Parallel()
+		p, a, _ := setup()
+		fill(a, true)
+		wake := a.wakeAfter(true)
+		a.release(wake - 1)
+		if a.update(true); !a.full {
+			t.Fatalf("resumed with %d bytes acknowledged, before the %d it asked to be woken at", wake-1, wake)
+		}
+		a.release(1)
+		if a.update(true); a.full {
+			t.Fatalf("still full with the pool lent %d of %d, want resumed at half", p.lent.Load(), p.limit)
+		}
+		a.release(a.bytes)
+		a.update(true)
+		if p.lent.Load() != 0 || p.held.Load() != 0 {
+			t.Errorf("holds nothing, yet the pool counts %d held, %d lent; want 0", p.held.Load(), p.lent.Load())
+		}
+	})
+	t.Run("a stopped forwarder gives back what it held", func(t *testing.T) {
+		t.Parallel()
+		p, a, b := setup()
+		fill(a, true)
+		a.detach()
+		if p.lent.Load() != 0 || p.held.Load() != 0 {
+			t.Fatalf("after detach the pool counts %d held, %d lent; want 0", p.held.Load(), p.lent.Load())
+		}
+		fill(b, true)
+		if b.bytes <= reserve {
+			t.Errorf("the other holds %d, want it to borrow what the stopped one gave back", b.bytes)
+		}
+	})
+	t.Run("outside a Forwarder nothing is lent", func(t *testing.T) {
+		t.Parallel()
+		a := &buffer{limit: reserve}
+		fill(a, true)
+		if a.bytes > reserve+fetch {
+			t.Errorf("holds %d without a pool, want its limit %d plus at most one fetch", a.bytes, reserve)
+		}
+	})
+}
