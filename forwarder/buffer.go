@@ -114,12 +114,25 @@ func (b *buffer) wakeAfter(borrow bool) int64 {
 // while nothing held waits long for a time (see pauseIdle).
 func (w *worker) throttle() {
 	borrow := !w.waits()
-	if w.buf.update(borrow) || w.buf.full {
+	changed := w.buf.update(borrow)
+	idle := w.buf.full && !w.waitsLong()
+	// The whole topic is paused before its partitions one by one, and
+	// resumed after them. Otherwise the client, which builds its next
+	// fetch on its own goroutine, may send one of only the partitions not
+	// paused yet: idle ones, so it long-polls for FetchMaxWait, and the
+	// fetch that a resume needs waits behind it (a held record once came
+	// 4.9 s late on Apache Kafka under load, TestFullBufferOfHeldRecords).
+	if idle {
+		w.pauseIdle(true)
+	}
+	if changed || w.buf.full {
 		for _, p := range w.parts {
 			w.setFetching(p)
 		}
 	}
-	w.pauseIdle(w.buf.full && !w.waitsLong())
+	if !idle {
+		w.pauseIdle(false)
+	}
 }
 
 // setFetching pauses or resumes the fetching of p for either reason that
