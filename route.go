@@ -183,7 +183,7 @@ func AppendHop[H header](hs []H, target, id string, due time.Time) []H {
 func Source(topic string, partition int32, offset int64) string {
 	// One allocation: it is the id of every record that came without one.
 	var b strings.Builder
-	b.Grow(len(topic) + 2 + 10 + 19)
+	b.Grow(len(topic) + 2 + 11 + 20) // the slashes, and the longest int32 and int64 with signs
 	b.WriteString(topic)
 	b.WriteByte('/')
 	var digits [20]byte

@@ -1,6 +1,7 @@
 package kdelay_test
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -216,5 +217,27 @@ func TestHopAllocations(t *testing.T) {
 	_ = append(id, 'x') // must not write into kdelay-deliver-at
 	if got := string(out[2].Value); got != kdelay.FormatDeliverAt(due) {
 		t.Errorf("kdelay-deliver-at = %s after appending to kdelay-id's value, want %s", got, kdelay.FormatDeliverAt(due))
+	}
+}
+
+// TestSource checks the place a record is named by, topic/partition/offset:
+// it is the id of a record that came without one and the kdelay-source of a
+// dead letter, which dlq replay and mark matching read back.
+func TestSource(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		topic     string
+		partition int32
+		offset    int64
+		want      string
+	}{
+		{"kdelay.ingress", 0, 0, "kdelay.ingress/0/0"},
+		{"kdelay.level.2h", 17, 123456789, "kdelay.level.2h/17/123456789"},
+		{"t", math.MaxInt32, math.MaxInt64, "t/2147483647/9223372036854775807"},
+		{"t", -1, -1, "t/-1/-1"},
+	} {
+		if got := kdelay.Source(tt.topic, tt.partition, tt.offset); got != tt.want {
+			t.Errorf("Source(%q, %d, %d) = %q, want %q", tt.topic, tt.partition, tt.offset, got, tt.want)
+		}
 	}
 }

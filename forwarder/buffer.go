@@ -110,8 +110,9 @@ func (b *buffer) wakeAfter(borrow bool) int64 {
 // throttle pauses every partition that holds records once the buffer is
 // full, and resumes them once it has room again. A worker holding nothing
 // for a later time (waits) may borrow from the pool beyond its limit. While
-// full, it also pauses a partition that just brought its one fetch, and every partition at once
-// while nothing held waits long for a time (see pauseIdle).
+// full, it also pauses a partition that just brought its one fetch, and
+// every partition at once while nothing held waits long for a time (see
+// pauseIdle).
 func (w *worker) throttle() {
 	borrow := !w.waits()
 	changed := w.buf.update(borrow)
