@@ -86,13 +86,13 @@ func TestCheckGoals(t *testing.T) {
 		},
 		{
 			name: "scale within its limits",
-			rep:  Report{Scale: scale(32<<20, 0.0099, 10*time.Second)},
+			rep:  Report{Scale: scale(32<<20, 0.0049, 10*time.Second)},
 			names: []string{"early records", "lost records", "burst of 500 delivered",
 				"RSS with 1000 pending − RSS with none", "idle CPU with 1000 pending"},
 			want: map[string]want{
 				"burst of 500 delivered":                {"10000.000ms", true},
 				"RSS with 1000 pending − RSS with none": {"32.0MB", true},
-				"idle CPU with 1000 pending":            {"0.99%", true},
+				"idle CPU with 1000 pending":            {"0.49%", true},
 			},
 		},
 		{
@@ -116,11 +116,11 @@ func TestCheckGoals(t *testing.T) {
 		},
 		{
 			name: "scale over its limits",
-			rep:  Report{Scale: scale(32<<20+1<<19, 0.01, 10*time.Second+ms)},
+			rep:  Report{Scale: scale(32<<20+1<<19, 0.005, 10*time.Second+ms)},
 			want: map[string]want{
 				"burst of 500 delivered":                {"10001.000ms", false},
 				"RSS with 1000 pending − RSS with none": {"32.5MB", false},
-				"idle CPU with 1000 pending":            {"1.00%", false},
+				"idle CPU with 1000 pending":            {"0.50%", false},
 			},
 		},
 	}
@@ -157,7 +157,7 @@ func TestGoalWants(t *testing.T) {
 	want := map[string]string{
 		"p50 lateness": "≤ 2ms", "p99 lateness": "≤ 10ms", "max lateness": "≤ 100ms",
 		"poll p99 ÷ exact p99": "≥ 10", "throughput ÷ raw copy": "≥ 0.7", "early records": "0", "lost records": "0",
-		"burst of 1 delivered": "≤ 10s", "RSS with 1 pending − RSS with none": "≤ 32MB", "idle CPU with 1 pending": "< 1% of a core",
+		"burst of 1 delivered": "≤ 10s", "RSS with 1 pending − RSS with none": "≤ 32MB", "idle CPU with 1 pending": "< 0.5% of a core",
 	}
 	goals := checkGoals(rep)
 	if len(goals) != len(want) {
