@@ -33,13 +33,25 @@ type bubble struct {
 	target string
 }
 
-func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
+// A bubbleOpt adds options to what inBubble builds: to the cluster's, and to
+// those of the bubble's own client.
+type bubbleOpt struct {
+	cluster []kfake.Opt
+	client  []kgo.Opt
+}
+
+func inBubble(t *testing.T, levelNames []string, fn func(b *bubble), opts ...bubbleOpt) {
 	if os.Getenv(kafkatest.EnvBrokers) != "" {
 		t.Skip("a controlled-clock test: it runs on kfake in a synctest bubble, whatever " + kafkatest.EnvBrokers + " says")
 	}
 	synctest.Test(t, func(t *testing.T) {
 		var network kfake.VirtualNetwork
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(network.Listen))
+		clusterOpts := []kfake.Opt{kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(network.Listen)}
+		var clientOpts []kgo.Opt
+		for _, o := range opts {
+			clusterOpts, clientOpts = append(clusterOpts, o.cluster...), append(clientOpts, o.client...)
+		}
+		cluster, err := kfake.NewCluster(clusterOpts...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -52,7 +64,7 @@ func inBubble(t *testing.T, levelNames []string, fn func(b *bubble)) {
 		}
 		dial := kgo.Dialer(network.DialContext)
 		b := &bubble{t: t, dial: dial, target: "target"}
-		b.cl, err = kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), dial, kgo.ProducerLinger(0))
+		b.cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...), dial, kgo.ProducerLinger(0)}, clientOpts...)...)
 		if err != nil {
 			t.Fatal(err)
 		}
