@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
@@ -10,28 +11,43 @@ import (
 )
 
 // BenchmarkRouteRecord is the per-record work of routing a due ingress
-// record as `kdelay bench` writes them (no kdelay-id, a delay, 100 bytes):
-// parse it and build the record delivered. Its allocations are most of
-// what `kdelay serve` allocates per record (docs/BENCHMARKS.md).
+// record: parse it and build the record delivered. Its allocations are most
+// of what `kdelay serve` allocates per record (docs/BENCHMARKS.md).
 func BenchmarkRouteRecord(b *testing.B) {
 	rules := kdelay.Rules{Topics: kdelay.Topics{Prefix: "kdelay"}}
-	r := &kgo.Record{
-		Topic: "kdelay.ingress", Partition: 3, Offset: 123456789, Timestamp: time.Now(),
-		Value: make([]byte, 100),
-		Headers: []kgo.RecordHeader{
+	due := []byte(strconv.FormatInt(time.Now().UnixMilli(), 10))
+	for _, c := range []struct {
+		name    string
+		headers []kgo.RecordHeader
+	}{
+		// As a producer with kcat writes: kdelay gives the id.
+		{"delay, no id", []kgo.RecordHeader{
 			{Key: kdelay.HeaderTarget, Value: []byte("bench.target")},
 			{Key: kdelay.HeaderDelay, Value: []byte("0")},
 			{Key: "trace", Value: []byte("abc")},
-		},
-	}
-	b.ReportAllocs()
-	for b.Loop() {
-		env, err := parse(r, rules)
-		if err != nil {
-			b.Fatal(err)
-		}
-		if out := env.delivery(); out.Topic != "bench.target" {
-			b.Fatal(out.Topic)
-		}
+		}},
+		// As the client library and `kdelay bench` write them.
+		{"deliver-at and id", []kgo.RecordHeader{
+			{Key: kdelay.HeaderID, Value: []byte("0123456789abcdef")},
+			{Key: kdelay.HeaderDeliverAt, Value: due},
+			{Key: kdelay.HeaderTarget, Value: []byte("bench.target")},
+		}},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			r := &kgo.Record{
+				Topic: "kdelay.ingress", Partition: 3, Offset: 123456789, Timestamp: time.Now(),
+				Value: make([]byte, 100), Headers: c.headers,
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				env, err := parse(r, rules)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if out := env.delivery(); out.Topic != "bench.target" {
+					b.Fatal(out.Topic)
+				}
+			}
+		})
 	}
 }
