@@ -109,10 +109,11 @@ type Workload struct {
 // mode bound by the longest delay, 3m17s.
 //
 // A million, not fewer: the raw copy moved 100,000 records in 45 ms on the
-// embedded broker, out of the first fetches it held before its first write,
-// and kdelay's 100,000 were mostly its new process growing its heap; neither
-// is a rate. From a million up the windows last seconds and the ratio holds
-// (docs/BENCHMARKS.md, "Throughput: what limits it").
+// embedded broker, a window shorter than what starts each side (the copy's
+// first fetches are in hand before its first write is timed; kdelay's new
+// process grows its heap), so it measured start-up, not a rate. From a million
+// up the windows last seconds and the ratio holds (docs/BENCHMARKS.md,
+// "Throughput: what limits it").
 func DefaultWorkload(set levels.Set) Workload {
 	var names []string
 	for _, l := range set {
