@@ -105,7 +105,7 @@ type Workload struct {
 // DefaultWorkload is every level up to a minute with 200 records each, four
 // multi-hop delays with 100 each, 200 records/s for 20s, a burst of 10,000
 // and three runs of 1,000,000 records for the throughput comparison. The two
-// modes and the comparison take about 8 minutes on the embedded broker, each
+// modes and the comparison take about 7 minutes on the embedded broker, each
 // mode bound by the longest delay, 3m17s.
 //
 // A million, not fewer: the raw copy moved 100,000 records in 45 ms on the
