@@ -178,15 +178,13 @@ func (b *bubble) written(names []string) (records, bytes int64) {
 		b.t.Fatal(err)
 	}
 	offsets := map[string]map[int32]kgo.Offset{}
-	want := map[string]map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
 		if o.Offset > 0 {
 			records += o.Offset
 			if offsets[o.Topic] == nil {
-				offsets[o.Topic], want[o.Topic] = map[int32]kgo.Offset{}, map[int32]int64{}
+				offsets[o.Topic] = map[int32]kgo.Offset{}
 			}
 			offsets[o.Topic][o.Partition] = kgo.NewOffset().AtStart()
-			want[o.Topic][o.Partition] = o.Offset
 		}
 	})
 	cl, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ConsumePartitions(offsets))
