@@ -28,7 +28,7 @@ import (
 func Run(ctx context.Context, cfg Config) (*Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, ConfigError{err}
 	}
 	c, rep, machineAtStart, err := begin(&cfg)
 	if err != nil {

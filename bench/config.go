@@ -169,6 +169,14 @@ func (w Workload) zero() bool {
 		w.Rate == 0 && w.RateFor == 0 && w.RateDelay == 0 && w.Burst == 0 && w.BurstLead == 0 && w.Copy == 0 && w.CopyRuns == 0
 }
 
+// ConfigError is a configuration Run, Scale, Faults or Commands refuses
+// before it starts anything: a caller's mistake, which a command line
+// reports as a usage error.
+type ConfigError struct{ Err error }
+
+func (e ConfigError) Error() string { return e.Err.Error() }
+func (e ConfigError) Unwrap() error { return e.Err }
+
 func (c Config) validate() error {
 	var errs []error
 	for _, m := range c.Modes {

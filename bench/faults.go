@@ -203,7 +203,7 @@ func (c FaultConfig) collectorOpts() []kgo.Opt {
 func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, ConfigError{err}
 	}
 	rep := &FaultReport{
 		Started: time.Now(), Broker: brokerName(cfg.Brokers), Delivery: cfg.Delivery, Isolation: cfg.isolation(), ServeFlags: cfg.ServeFlags,

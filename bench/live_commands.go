@@ -100,7 +100,7 @@ func (c CommandsConfig) validate() error {
 func Commands(ctx context.Context, cfg CommandsConfig) (*Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, ConfigError{err}
 	}
 	run := cfg.runConfig()
 	c, rep, machineAtStart, err := begin(&run)

@@ -114,7 +114,7 @@ func (c ScaleConfig) burstLevel() (levels.Level, bool) {
 func Scale(ctx context.Context, cfg ScaleConfig) (*Report, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
-		return nil, err
+		return nil, ConfigError{err}
 	}
 	run := cfg.runConfig()
 	c, rep, machineAtStart, err := begin(&run)

@@ -29,6 +29,8 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+
+	"github.com/kdelay/kdelay/bench"
 )
 
 func main() {
@@ -109,7 +111,7 @@ func exitCode(err error, stderr io.Writer) int {
 	} else {
 		fmt.Fprintf(stderr, "kdelay: %s\n", msg)
 	}
-	if errors.As(err, new(usageError)) {
+	if errors.As(err, new(usageError)) || errors.As(err, new(bench.ConfigError)) {
 		fmt.Fprintln(stderr, "Run 'kdelay --help' or 'kdelay <command> --help' for usage.")
 		return 2
 	}
