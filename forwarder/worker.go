@@ -227,10 +227,7 @@ func (w *worker) run(ctx context.Context) error {
 // poll waits for records until the wake time, an early wake from a failed
 // produce, or the end of ctx, and queues what it fetched.
 func (w *worker) poll(ctx context.Context, wake time.Time) error {
-	pctx, cancel := context.WithCancel(ctx)
-	if !wake.IsZero() {
-		pctx, cancel = context.WithDeadline(ctx, wake)
-	}
+	pctx, cancel := pollContext(ctx, wake)
 	defer cancel()
 	w.ackMu.Lock()
 	if w.failed || w.nudged || (w.wakeAfter > 0 && w.acked >= w.wakeAfter) {
@@ -283,6 +280,17 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	// never races a partition being filled.
 	w.cl.AllowRebalance()
 	return nil
+}
+
+// pollContext is the context of one poll: cancelled at wake (never, if
+// zero), by an early wake, or with ctx. It makes exactly one child of ctx,
+// which the caller's cancel releases: a child left uncancelled stays
+// registered on ctx until the process stops, one per poll.
+func pollContext(ctx context.Context, wake time.Time) (context.Context, context.CancelFunc) {
+	if wake.IsZero() {
+		return context.WithCancel(ctx)
+	}
+	return context.WithDeadline(ctx, wake)
 }
 
 // trackFirst sets ownsFirst to own if ps includes partition 0 of the source.
