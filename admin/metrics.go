@@ -48,7 +48,7 @@ func NewMetrics() *Metrics {
 	}, []string{"level"})
 	m.reg.MustRegister(m.lateness)
 	help := map[forwarder.Outcome]string{
-		forwarder.Delivered:    "Records handed to the Kafka client for their target, or held in memory to be, by the level that did it.",
+		forwarder.Delivered:    "Records their target acknowledged, once each, by the level that handed them on.",
 		forwarder.Hopped:       "Records produced to the next level topic, by the level they left.",
 		forwarder.Held:         "Records with a remainder below the smallest level, held in memory until due.",
 		forwarder.DeadLettered: "Records sent to the dead-letter topic, by the level that gave up on them.",

@@ -28,9 +28,10 @@ type Observer interface {
 // concurrently, once per record: they must be safe for concurrent use, must
 // not block, and should not allocate.
 type LevelObserver interface {
-	// Handled is called when a record is handed on, the moment the
-	// matching Stats field counts it: an Outcome per call, so a held
-	// remainder is reported as Held and as Delivered, like Stats.
+	// Handled is called the moment the matching Stats field counts a
+	// record: an Outcome per call, so a held remainder is reported as Held
+	// when it is held and as Delivered when its target acknowledges it,
+	// like Stats.
 	Handled(Outcome)
 
 	// Delivered is called when the broker acknowledges a record produced
@@ -53,7 +54,7 @@ type LevelObserver interface {
 type Outcome uint8
 
 const (
-	Delivered    Outcome = iota // produced to its target, or held to be (Stats.Delivered)
+	Delivered    Outcome = iota // acknowledged by its target (Stats.Delivered)
 	Hopped                      // produced to a level topic (Stats.Hopped)
 	Held                        // a remainder below the smallest level held until due (Stats.Held)
 	DeadLettered                // produced to the DLQ (Stats.DeadLettered)

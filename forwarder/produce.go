@@ -78,6 +78,12 @@ func (w *worker) applyAcks(now time.Time) {
 		switch e := a.e; {
 		case e.part.gone:
 		case a.err == nil:
+			// Counted here, once its target has it: a record held in
+			// memory may still be cancelled or moved, and a retry is the
+			// same delivery.
+			if !e.due.IsZero() {
+				w.count(Delivered)
+			}
 			if e.mark != nil {
 				w.markMoved(*e.mark)
 			} else if e.due.IsZero() && !e.dead && e.id != "" && w.cmds.any() {

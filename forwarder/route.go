@@ -18,7 +18,6 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	}
 	if !env.Due.After(now) {
 		e.out, e.due = env.delivery(), env.Due
-		w.count(Delivered)
 		w.produce(e)
 		return
 	}
@@ -34,6 +33,5 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	e.out, e.due = env.delivery(), env.Due
 	e.at = env.Due
 	w.count(Held)
-	w.count(Delivered)
 	w.hold(e)
 }

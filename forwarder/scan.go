@@ -292,7 +292,6 @@ func (w *worker) moveCopy(rec *kgo.Record, id string, cmd command) {
 	e := &entry{part: w.side, src: rec, id: id, out: env.delivery(), due: env.Due,
 		mark: &moveMark{id: id, source: src, cmd: cur}}
 	w.log.Debug("moving_ahead", "id", id, "source", src, "due", env.Due)
-	w.count(Delivered)
 	w.produce(e)
 	if w.txn != nil {
 		w.txnMoves = append(w.txnMoves, *e.mark)

@@ -2,7 +2,7 @@ package forwarder
 
 // Stats counts what a Forwarder did since it started.
 type Stats struct {
-	Delivered    int64 // records produced to their target
+	Delivered    int64 // records their target acknowledged, once each
 	Hopped       int64 // records produced to a level topic
 	Held         int64 // remainders below the smallest level held until due
 	DeadLettered int64 // records produced to the DLQ
