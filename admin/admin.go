@@ -1,7 +1,8 @@
 // Package admin serves what an operator of kdelay watches over HTTP:
-// Prometheus metrics on /metrics, and the health checks an orchestrator asks,
+// Prometheus metrics on /metrics, the health checks an orchestrator asks,
 // /livez (the process runs) and /readyz (it forwards: connected to Kafka and
-// given its partitions).
+// given its partitions), and the Go runtime's profiles on /debug/pprof/ to
+// loopback only.
 //
 // Metrics is the forwarder.Observer that counts what the forwarders do; give
 // it to forwarder.Config.Observer, then give the Forwarder and the same
@@ -139,6 +140,7 @@ func New(cfg Config) (*Server, error) {
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorLog: promLog{cfg.Logger}, ErrorHandling: promhttp.ContinueOnError}))
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
+	profiles(mux)
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }
@@ -164,7 +166,7 @@ func (s *Server) Run(ctx context.Context) error {
 		defer cancel()
 		return s.http.Shutdown(sctx)
 	})
-	s.cfg.Logger.Info("admin_listening", "addr", s.Addr(), "metrics", "/metrics", "liveness", "/livez", "readiness", "/readyz")
+	s.cfg.Logger.Info("admin_listening", "addr", s.Addr(), "metrics", "/metrics", "liveness", "/livez", "readiness", "/readyz", "profiles", "/debug/pprof/")
 	return g.Wait()
 }
 
