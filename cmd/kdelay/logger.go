@@ -12,15 +12,21 @@ import (
 // newLoggers returns kdelay's logger and the one for the Kafka client and
 // the embedded broker. Those log one level quieter than kdelay itself, since
 // their info is connection churn: at log-level debug they log info.
-func newLoggers(level slog.Level, format string, w io.Writer) (app, kafka *slog.Logger) {
+//
+// Both fold the repeats of a failure (see fold) into one line per interval:
+// in an outage every client retries, and the few lines that say what
+// happened would be lost among hundreds that say it again. flush writes the
+// repeats counted last; call it once nothing more is logged.
+func newLoggers(level slog.Level, format string, w io.Writer) (app, kafka *slog.Logger, flush func()) {
+	causes := newCauses()
 	handler := func(level slog.Level) slog.Handler {
 		opts := &slog.HandlerOptions{Level: level}
 		if format == "json" {
-			return slog.NewJSONHandler(w, opts)
+			return newFold(slog.NewJSONHandler(w, opts), causes)
 		}
-		return slog.NewTextHandler(w, opts)
+		return newFold(slog.NewTextHandler(w, opts), causes)
 	}
-	return slog.New(handler(level)), slog.New(handler(level+4)).With("component", "kafka")
+	return slog.New(handler(level)), slog.New(handler(level+4)).With("component", "kafka"), causes.flush
 }
 
 // brokerLog hands the embedded broker's log lines to slog.

@@ -60,7 +60,8 @@ exits 0.`,
 // embedded broker closes and writes its state to data-dir. The broker closes
 // last so that the forwarders can commit.
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
-	log, kafkaLog := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
+	log, kafkaLog, flush := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
+	defer flush() // first deferred, so run last: after the broker's last line
 	cfg.InstanceID = cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID())
 	// What this process runs with, secrets redacted: see config.LogValue.
 	log.Info("starting", "version", version(), "config", cfg)
