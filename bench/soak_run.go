@@ -1,0 +1,312 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"net/http"
+	"os"
+	"slices"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+// Groups of a soak's records. Only those due within the run are judged: a
+// record due after it ends is still pending, as it should be.
+const (
+	GroupDueInRun   = "due in run"
+	GroupDueLater   = "due after run"
+	soakFloorEvery  = 10              // one floor record for every this many delayed ones
+	soakReadTimeout = 5 * time.Second // what a sample waits for a /metrics
+)
+
+// soakRun is one soak: the kdelay serve under test, the broker process
+// on the embedded broker, the load written, and what is sampled.
+type soakRun struct {
+	cfg     *SoakConfig
+	machine machineStart
+	rep     *SoakReport
+
+	c          *cluster
+	in         Instance // the kdelay serve under test
+	serve      watched
+	brokerProc *child // the embedded broker's kdelay serve; nil on a cluster
+	broker     watched
+	dataDir    string // of the embedded broker
+	http       *http.Client
+
+	// The collector keeps a slice header and a flag per record sent, and
+	// the sender each floor record and its timer until the end: about 70
+	// bytes a record, 250 MB an hour at 1,000 records/s, in the
+	// benchmark's own process. That bounds how long one run can last, not
+	// what it measures.
+	coll              *collector
+	stopColl          func()
+	s                 *sender
+	due, later, floor *lateness
+	dueWin, floorWin  latenessWindow
+	started, end      time.Time
+}
+
+// start starts the embedded broker if there is no cluster, then the kdelay
+// serve under test (or finds the running one), waits until its groups are
+// stable, and starts reading its target.
+func (r *soakRun) start(ctx context.Context) error {
+	cfg := r.cfg
+	brokers := cfg.Brokers
+	if len(brokers) == 0 {
+		addr, err := r.startBroker()
+		if err != nil {
+			return err
+		}
+		brokers = []string{addr}
+	}
+	c, err := openCluster(brokers, cfg.ClientOpts, cfg.Partitions, cfg.Logger)
+	if err != nil {
+		return err
+	}
+	r.c, c.readOpts, c.discard = c, readOpts(cfg.Delivery), r.brokerProc != nil
+	r.http = &http.Client{Timeout: soakReadTimeout}
+	r.rep = newSoakReport(cfg, c, r.brokerProc != nil)
+	if r.brokerProc != nil {
+		if err := c.waitReady(ctx, r.brokerProc, cfg.Levels[:1]); err != nil {
+			return fmt.Errorf("start the embedded broker: %w", err)
+		}
+	}
+	name := c.runPrefix + "-soak"
+	setup := Setup{
+		Brokers: brokers, Topics: kdelay.Topics{Prefix: name}, Group: name, Mode: forwarder.ModeExact,
+		Delivery: cfg.Delivery, Levels: cfg.Levels, Partitions: cfg.Partitions, ClientOpts: c.opts, Logger: cfg.Logger,
+	}
+	if err := r.startServe(ctx, setup); err != nil {
+		return err
+	}
+	if err := c.waitReady(ctx, r.in, cfg.Levels); err != nil {
+		return fmt.Errorf("start kdelay serve: %w", err)
+	}
+	return r.startCollecting(ctx, name+".target")
+}
+
+// soakBrokerPrefix prefixes the topics and groups of the idle forwarder of the
+// embedded broker's own kdelay serve.
+const soakBrokerPrefix = "kdelay-soak-broker"
+
+// startBroker starts the embedded broker as a kdelay serve of its own, on a
+// free port with a data directory of its own, and returns its address.
+//
+// Why a process of its own, not the broker of the kdelay serve under test
+// as a deployment without a cluster runs it: the embedded broker keeps
+// every record, in its data directory and an index entry per batch in its
+// heap, until retention drops them (hours, with the default levels), so
+// its memory grows with the load, by far more than a leak of kdelay's
+// (docs/BENCHMARKS.md, "Soak", has both), which it would hide. Apart,
+// kdelay serve is judged alone, as on a cluster, and the broker's growth
+// is shown beside it, not judged. A kdelay serve with its own broker can
+// still be soaked whole, with --running.
+func (r *soakRun) startBroker() (string, error) {
+	run, _ := r.cfg.Runner.(Command) // validate: no Running without brokers
+	addr, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	admin, err := freeAddr()
+	if err != nil {
+		return "", err
+	}
+	if r.dataDir, err = os.MkdirTemp("", "kdelay-soak-"); err != nil {
+		return "", fmt.Errorf("make a data directory for the embedded broker: %w", err)
+	}
+	setup := Setup{
+		Topics: kdelay.Topics{Prefix: soakBrokerPrefix}, Group: soakBrokerPrefix, Mode: forwarder.ModeExact,
+		Levels: r.cfg.Levels[:1], Partitions: r.cfg.Partitions,
+	}
+	ch, err := run.start(setup, "--listen", addr, "--data-dir", r.dataDir, "--admin", admin)
+	if err != nil {
+		return "", fmt.Errorf("start the embedded broker: %w", err)
+	}
+	r.brokerProc, r.broker = ch, watched{admin: admin, pid: ch.cmd.Process.Pid}
+	return addr, nil
+}
+
+// startServe starts a child kdelay serve with an admin listener on a free
+// port, or takes the running one.
+func (r *soakRun) startServe(ctx context.Context, setup Setup) error {
+	switch run := r.cfg.Runner.(type) {
+	case Running:
+		in, err := run.Start(ctx, setup)
+		r.in, r.serve = in, watched{admin: r.cfg.Admin, pid: run.PID}
+		return err
+	case Command:
+		addr, err := freeAddr()
+		if err != nil {
+			return err
+		}
+		run.Args = append(slices.Clone(run.args()), r.cfg.ServeFlags...)
+		ch, err := run.start(setup, "--admin", addr)
+		if err != nil {
+			return err
+		}
+		r.in, r.serve = ch, watched{admin: addr, pid: ch.cmd.Process.Pid}
+		return nil
+	}
+	return fmt.Errorf("runner %s cannot be soaked", r.cfg.Runner) // validate refuses it first
+}
+
+// startCollecting creates the target, starts reading it, and sends a
+// record through every ingress partition: the first records pay for
+// metadata and connections, which the load should not.
+func (r *soakRun) startCollecting(ctx context.Context, target string) error {
+	if err := r.c.createTopics(ctx, target); err != nil {
+		return err
+	}
+	cctx, cancel := context.WithCancel(ctx)
+	coll, err := r.c.collector(cctx, target)
+	if err != nil {
+		cancel()
+		return err
+	}
+	r.coll, r.stopColl = coll, func() { cancel(); <-coll.done }
+	r.s = &sender{cl: r.c.cl, ingress: r.in.Topics().Ingress(), target: target, coll: coll, log: r.cfg.Logger}
+	r.due, r.later, r.floor = newLateness(GroupDueInRun), newLateness(GroupDueLater), newLateness(GroupFloor)
+	r.dueWin, r.floorWin = latenessWindow{g: r.due}, latenessWindow{g: r.floor}
+	warm := &phase{c: r.c, cfg: &Config{Partitions: r.cfg.Partitions}, coll: coll, s: r.s}
+	return warm.warmUp(ctx)
+}
+
+// run writes the load and samples the process until Duration has passed,
+// then waits up to Grace for the records due within the run.
+func (r *soakRun) run(ctx context.Context) error {
+	r.started = time.Now()
+	r.end = r.started.Add(r.cfg.Duration)
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return r.write(gctx) })
+	g.Go(func() error { return r.sampleAll(gctx) })
+	if err := g.Wait(); err != nil {
+		return err
+	}
+	return r.coll.waitFor(ctx, r.end.Add(r.cfg.Grace), func() bool {
+		sent, delivered := r.coll.of(r.due)
+		fsent, fdelivered := r.coll.of(r.floor)
+		return delivered >= sent && fdelivered >= fsent
+	})
+}
+
+// write writes Rate records a second to the ingress, each due after a
+// delay drawn log-uniformly from MinDelay to MaxDelay, and every
+// soakFloorEvery-th one a floor twin due within the run.
+func (r *soakRun) write(ctx context.Context) error {
+	delay := logUniform(r.cfg.Seed, r.cfg.MinDelay, r.cfg.MaxDelay)
+	// One slice of groups for every record of a kind: the collector keeps
+	// it per record, and a slice made per record would be 16 bytes more.
+	due, later := []*lateness{r.due}, []*lateness{r.later}
+	for i := 0; ; i++ {
+		at := r.started.Add(time.Duration(i) * time.Second / time.Duration(r.cfg.Rate))
+		if !at.Before(r.end) {
+			return nil
+		}
+		if err := sleepUntil(ctx, at); err != nil {
+			return err
+		}
+		d, ts := delay(), time.Now().Truncate(time.Millisecond)
+		dueInRun := !ts.Add(d).After(r.end)
+		gs := later
+		if dueInRun {
+			gs = due
+		}
+		r.s.sent.Add(1)
+		r.s.produceOr(ctx, delayedRecord(r.s.ingress, r.s.target, r.coll.expect(gs...), ts, ts.Add(d)), func() {})
+		if dueInRun && i%soakFloorEvery == 0 {
+			r.s.one(send{delay: d, floor: true, groups: []*lateness{r.floor}})
+		}
+	}
+}
+
+// logUniform returns delays from lo to hi, to the millisecond, whose
+// logarithm is uniform: as many from 1s to 10s as from 10s to 100s.
+func logUniform(seed uint64, lo, hi time.Duration) func() time.Duration {
+	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	a, b := math.Log(float64(lo)), math.Log(float64(hi))
+	return func() time.Duration {
+		return time.Duration(math.Exp(a + rng.Float64()*(b-a))).Truncate(time.Millisecond)
+	}
+}
+
+// sampleAll takes a sample every Interval from the start of the load to
+// its end, both included, and fails once the kdelay serve has stopped.
+func (r *soakRun) sampleAll(ctx context.Context) error {
+	for k := 0; ; k++ {
+		at := r.started.Add(time.Duration(k) * r.cfg.Interval)
+		if at.After(r.end) {
+			return nil
+		}
+		if err := sleepUntil(ctx, at); err != nil {
+			return err
+		}
+		if err := r.stopped(); err != nil {
+			return fmt.Errorf("%s into the run: %w", at.Sub(r.started).Round(time.Second), err)
+		}
+		s := r.sample(ctx, at.Sub(r.started))
+		r.rep.Samples = append(r.rep.Samples, s)
+		writeSoakProgress(r.cfg.Progress, r.rep)
+	}
+}
+
+// stopped is the exit of the kdelay serve under test or of the broker's,
+// if either stopped by itself.
+func (r *soakRun) stopped() error {
+	if err := r.in.Err(); err != nil {
+		return fmt.Errorf("kdelay serve under test stopped: %w", err)
+	}
+	if r.brokerProc != nil {
+		if err := r.brokerProc.Err(); err != nil {
+			return fmt.Errorf("the embedded broker's kdelay serve stopped: %w", err)
+		}
+	}
+	return nil
+}
+
+// close stops what start started: writing first, then the kdelay serve
+// under test so that it delivers what it holds, then the consumer, the
+// benchmark's client, and last the broker they all use. It does so once: a
+// second call returns nil.
+func (r *soakRun) close() error {
+	var errs []error
+	if r.s != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		r.s.stop(ctx)
+		cancel()
+		r.s = nil
+	}
+	if r.in != nil {
+		_, err := r.in.Stop()
+		errs = append(errs, err)
+		r.in = nil
+	}
+	if r.stopColl != nil {
+		r.stopColl()
+		r.stopColl = nil
+	}
+	if r.c != nil {
+		r.c.close()
+		r.c = nil
+	}
+	if r.http != nil {
+		r.http.CloseIdleConnections()
+	}
+	if r.brokerProc != nil {
+		_, err := r.brokerProc.Stop()
+		errs = append(errs, err)
+		r.brokerProc = nil
+	}
+	if r.dataDir != "" {
+		errs = append(errs, os.RemoveAll(r.dataDir))
+		r.dataDir = ""
+	}
+	return errors.Join(errs...)
+}

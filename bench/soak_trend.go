@@ -1,0 +1,181 @@
+package bench
+
+import (
+	"math"
+	"slices"
+	"time"
+)
+
+// Trend is how one sampled figure moved after the warm-up: where it was
+// and how fast it grew, in Unit and Unit per hour.
+type Trend struct {
+	Name    string  `json:"name"`
+	Unit    string  `json:"unit"` // "MB" (2^20 bytes), "%" of a core, "ms", or "" for a count
+	Samples int     `json:"samples"`
+	First   float64 `json:"first"` // at the first sample after the warm-up
+	Last    float64 `json:"last"`
+	Min     float64 `json:"min"`
+	Max     float64 `json:"max"`
+	PerHour float64 `json:"per_hour"` // the slope, Theil–Sen
+	// Intercept is where the fitted line starts, at the start of the
+	// load: the line is Intercept + PerHour × hours since.
+	Intercept float64 `json:"intercept"`
+	// Noise is three standard errors of PerHour, from how far the samples
+	// scatter about the fitted line: a slope within ±Noise of another is
+	// not told apart from it by this run. It shrinks as a run lengthens.
+	Noise float64 `json:"noise_per_hour"`
+}
+
+// series is a figure of the samples that gets a trend, in its unit; ok is
+// false for a sample that has no value for it.
+type series struct {
+	name, unit string
+	of         func(s, prev SoakSample) (v float64, ok bool)
+}
+
+// soakSeries are the figures that get a trend: the kdelay serve under
+// test's, the lateness, and the embedded broker's memory and log.
+func soakSeries() []series {
+	serve := func(s SoakSample) *ProcSample { return &s.Serve }
+	broker := func(s SoakSample) *ProcSample { return s.Broker }
+	rss := func(p ProcSample) int64 { return p.RSS }
+	live := func(p ProcSample) int64 { return p.HeapLive }
+	return []series{
+		procSeries(TrendRSS, "MB", serve, rss),
+		procSeries(TrendHeapInuse, "MB", serve, func(p ProcSample) int64 { return p.HeapInuse }),
+		procSeries(TrendHeapLive, "MB", serve, live),
+		procSeries("goroutines", "", serve, func(p ProcSample) int64 { return p.Goroutines }),
+		procSeries("open files", "", serve, func(p ProcSample) int64 { return p.OpenFDs }),
+		procSeries("TCP connections", "", serve, func(p ProcSample) int64 { return p.TCPConns }),
+		{"CPU", "%", func(s, prev SoakSample) (float64, bool) { return cpuShare(s.Serve, prev.Serve, s.At-prev.At) }},
+		{"p99 lateness", "ms", func(s, _ SoakSample) (float64, bool) {
+			return float64(s.Late.P99) / float64(time.Millisecond), s.Late.N > 0
+		}},
+		procSeries("broker "+TrendRSS, "MB", broker, rss),
+		procSeries("broker "+TrendHeapLive, "MB", broker, live),
+		{TrendBrokerLog, "MB", func(s, _ SoakSample) (float64, bool) { return mb(s.BrokerLog) }},
+	}
+}
+
+// procSeries is the series of one figure of a process; proc is nil for a
+// sample without that process.
+func procSeries(name, unit string, proc func(SoakSample) *ProcSample, figure func(ProcSample) int64) series {
+	return series{name, unit, func(s, _ SoakSample) (float64, bool) {
+		p := proc(s)
+		if p == nil {
+			return 0, false
+		}
+		v := figure(*p)
+		if unit == "MB" {
+			return mb(v)
+		}
+		return float64(v), v >= 0
+	}}
+}
+
+// Names of the trends goals are checked on.
+const (
+	TrendRSS       = "RSS"
+	TrendHeapInuse = "heap in use"
+	TrendHeapLive  = "live heap"
+	TrendBrokerLog = "embedded broker's log"
+)
+
+func mb(b int64) (float64, bool) { return float64(b) / (1 << 20), b > 0 }
+
+// trends fits every series over the samples after warmup. A series with
+// fewer than minSlopeSamples values there is left out: the broker's log on
+// a cluster, the connections of a process without a pid.
+func trends(samples []SoakSample, warmup time.Duration) []Trend {
+	var out []Trend
+	for _, series := range soakSeries() {
+		var t, y []float64
+		for i, s := range samples {
+			if s.At < warmup || i == 0 {
+				continue
+			}
+			if v, ok := series.of(s, samples[i-1]); ok {
+				t, y = append(t, s.At.Hours()), append(y, v)
+			}
+		}
+		if len(y) < minSlopeSamples {
+			continue
+		}
+		f := theilSen(t, y)
+		out = append(out, Trend{
+			Name: series.name, Unit: series.unit, Samples: len(y), First: y[0], Last: y[len(y)-1],
+			Min: slices.Min(y), Max: slices.Max(y), PerHour: f.slope, Intercept: f.intercept, Noise: f.noise,
+		})
+	}
+	return out
+}
+
+// maxSlopePoints bounds the points theilSen pairs: their pairs number n²/2,
+// 1.1 million for 1,500 points (ten seconds apart, over four hours). A
+// longer run is thinned evenly to as many.
+const maxSlopePoints = 1500
+
+// fit is a line y = intercept + slope·t, and the noise of its slope: three
+// standard errors.
+type fit struct{ intercept, slope, noise float64 }
+
+// theilSen fits a line to the points.
+//
+// Why Theil–Sen, the median of the slopes between every two points: memory
+// sampled every few seconds is a sawtooth (the heap grows to its goal, a
+// collection drops it to what is live) sampled at a phase that drifts, plus
+// the odd spike of a burst of fetches. Least squares gives those points the
+// weight of their squared distance, so one spike near an end of the run
+// tilts the line; the median of pairwise slopes ignores up to 29% of
+// points that are wild, and on well-behaved data is as precise as least
+// squares. The noise is the spread of the residuals (1.4826 × their median
+// absolute deviation, which is their standard deviation for normal noise,
+// and is not inflated by spikes) over the spread of the sample times, as
+// for least squares: ± that estimate covers a slope from noise alone 99.7
+// times in 100.
+func theilSen(t, y []float64) fit {
+	t, y = thin(t, maxSlopePoints), thin(y, maxSlopePoints)
+	var slopes []float64
+	for i := range t {
+		for j := i + 1; j < len(t); j++ {
+			if t[j] > t[i] {
+				slopes = append(slopes, (y[j]-y[i])/(t[j]-t[i]))
+			}
+		}
+	}
+	if len(slopes) == 0 {
+		return fit{}
+	}
+	slope := median(slopes)
+	offsets := make([]float64, len(t))
+	for i := range t {
+		offsets[i] = y[i] - slope*t[i]
+	}
+	intercept := median(offsets)
+	residuals := make([]float64, len(t))
+	for i := range t {
+		residuals[i] = math.Abs(y[i] - intercept - slope*t[i])
+	}
+	sigma := 1.4826 * median(residuals)
+	mean := 0.0
+	for _, v := range t {
+		mean += v / float64(len(t))
+	}
+	var spread float64
+	for _, v := range t {
+		spread += (v - mean) * (v - mean)
+	}
+	return fit{intercept: intercept, slope: slope, noise: 3 * sigma / math.Sqrt(spread)}
+}
+
+// thin returns at most n of xs, evenly spaced, the first and last kept.
+func thin(xs []float64, n int) []float64 {
+	if len(xs) <= n {
+		return xs
+	}
+	out := make([]float64, n)
+	for i := range n {
+		out[i] = xs[i*(len(xs)-1)/(n-1)]
+	}
+	return out
+}
