@@ -55,6 +55,19 @@ func TestTheilSen(t *testing.T) {
 			}
 		})
 	}
+	t.Run("a slow wander widens the noise", func(t *testing.T) {
+		t.Parallel()
+		// A wave of half an hour: each sample near the one before, so the
+		// hour holds few independent ones (ρ clamped at 0.9: ×√19), and
+		// its part-periods tilt the fit.
+		wave := func(t float64) float64 { return 20 + 3*math.Sin(2*math.Pi*t/0.5) }
+		ts, ys := hourOfSamples(wave)
+		f := theilSen(ts, ys)
+		independent := f.noise / math.Sqrt(19)
+		if math.Abs(f.slope) > f.noise || math.Abs(f.slope) < independent {
+			t.Errorf("slope %.3f ± %.3f MB/h: want 0 within the noise, and outside the %.3f independent samples would claim", f.slope, f.noise, independent)
+		}
+	})
 	t.Run("intercept", func(t *testing.T) {
 		t.Parallel()
 		if f := theilSen([]float64{1, 2, 3, 4, 5}, []float64{12, 14, 16, 18, 20}); f.intercept != 10 || f.slope != 2 {
@@ -71,6 +84,23 @@ func TestTheilSen(t *testing.T) {
 			t.Errorf("slope %g, want 3", f.slope)
 		}
 	})
+}
+
+func TestLag1(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct {
+		xs   []float64
+		want float64
+	}{
+		{[]float64{1, 1, 1, -1, -1, -1}, 3.0 / 6},
+		{[]float64{1, -1, 1, -1}, -3.0 / 4},
+		{[]float64{0, 0, 0}, 0},
+		{nil, 0},
+	} {
+		if got := lag1(tt.xs); math.Abs(got-tt.want) > 1e-12 {
+			t.Errorf("lag1(%v) = %g, want %g", tt.xs, got, tt.want)
+		}
+	}
 }
 
 // TestGrowthGoal: growth is judged beyond the noise of the run, the limit

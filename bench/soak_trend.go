@@ -119,7 +119,7 @@ const maxSlopePoints = 1500
 // standard errors.
 type fit struct{ intercept, slope, noise float64 }
 
-// theilSen fits a line to the points.
+// theilSen fits a line to the points, in time order.
 //
 // Why Theil–Sen, the median of the slopes between every two points: memory
 // sampled every few seconds is a sawtooth (the heap grows to its goal, a
@@ -128,11 +128,7 @@ type fit struct{ intercept, slope, noise float64 }
 // weight of their squared distance, so one spike near an end of the run
 // tilts the line; the median of pairwise slopes ignores up to 29% of
 // points that are wild, and on well-behaved data is as precise as least
-// squares. The noise is the spread of the residuals (1.4826 × their median
-// absolute deviation, which is their standard deviation for normal noise,
-// and is not inflated by spikes) over the spread of the sample times, as
-// for least squares: ± that estimate covers a slope from noise alone 99.7
-// times in 100.
+// squares.
 func theilSen(t, y []float64) fit {
 	t, y = thin(t, maxSlopePoints), thin(y, maxSlopePoints)
 	var slopes []float64
@@ -146,26 +142,61 @@ func theilSen(t, y []float64) fit {
 	if len(slopes) == 0 {
 		return fit{}
 	}
-	slope := median(slopes)
+	f := fit{slope: median(slopes)}
 	offsets := make([]float64, len(t))
 	for i := range t {
-		offsets[i] = y[i] - slope*t[i]
+		offsets[i] = y[i] - f.slope*t[i]
 	}
-	intercept := median(offsets)
+	f.intercept = median(offsets)
+	f.noise = f.noiseOf(t, y)
+	return f
+}
+
+// noiseOf is three standard errors of f's slope over the points: ± that
+// covers a slope from noise alone 99.7 times in 100.
+//
+// The scatter is 1.4826 × the median absolute residual, which is the
+// standard deviation for normal noise and is not inflated by spikes; over
+// the spread of the sample times, as for least squares, it gives the
+// standard error of independent samples. Samples of memory are not
+// independent: RSS and the live heap move slowly, so a sample is close to
+// the one before, and a run holds fewer independent samples than it took.
+// The lag-1 autocorrelation ρ of the residuals says how many fewer (an
+// AR(1) series of n samples counts as n(1−ρ)/(1+ρ)), and the error grows
+// by the square root of the ratio.
+func (f fit) noiseOf(t, y []float64) float64 {
 	residuals := make([]float64, len(t))
+	abs := make([]float64, len(t))
 	for i := range t {
-		residuals[i] = math.Abs(y[i] - intercept - slope*t[i])
+		residuals[i] = y[i] - f.intercept - f.slope*t[i]
+		abs[i] = math.Abs(residuals[i])
 	}
-	sigma := 1.4826 * median(residuals)
-	mean := 0.0
+	sigma := 1.4826 * median(abs)
+	var mean, spread float64
 	for _, v := range t {
 		mean += v / float64(len(t))
 	}
-	var spread float64
 	for _, v := range t {
 		spread += (v - mean) * (v - mean)
 	}
-	return fit{intercept: intercept, slope: slope, noise: 3 * sigma / math.Sqrt(spread)}
+	rho := min(max(lag1(residuals), 0), 0.9)
+	return 3 * sigma / math.Sqrt(spread) * math.Sqrt((1+rho)/(1-rho))
+}
+
+// lag1 is the lag-1 autocorrelation of xs, which have mean about 0; 0 for
+// xs all 0.
+func lag1(xs []float64) float64 {
+	var num, den float64
+	for i, x := range xs {
+		den += x * x
+		if i > 0 {
+			num += x * xs[i-1]
+		}
+	}
+	if den == 0 {
+		return 0
+	}
+	return num / den
 }
 
 // thin returns at most n of xs, evenly spaced, the first and last kept.
