@@ -1,37 +1,71 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"syscall"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+	"github.com/twmb/franz-go/plugin/kslog"
 
+	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
 )
+
+// embeddedBroker is the single-node Kafka broker kdelay runs when no
+// brokers are configured, with what keeps it bounded: its retention.
+type embeddedBroker struct {
+	cluster   *kfake.Cluster
+	client    *kgo.Client // retention's
+	retention retention
+	unlock    func()
+}
+
+// segmentBytes is the embedded broker's log.segment.bytes. Retention deletes
+// a segment file once every record in it has expired, and until then its
+// expired records stay on disk and their index in memory (about 72 bytes a
+// batch): at most one segment per partition. kfake's 100 MiB is more than
+// the embedded broker's whole window at the rates it is meant for, so
+// nothing would shrink. 1 MiB (about 5,000 batches of a small record) bounds
+// that to 1 MiB of data-dir and 400 KB of heap per partition, at the cost of
+// a pair of files per MiB of each partition's log and, once read, an open
+// handle for each sealed segment.
+const segmentBytes = 1 << 20
+
+// noCleaner is the embedded broker's log.cleaner.backoff.ms: kfake's own
+// cleaner never runs, since it applies retention its own way too (see
+// retention). So nothing is compacted: kdelay.control (compact,delete)
+// keeps every command for its retention.ms, and a topic that only compacts
+// keeps every record.
+const noCleaner = 100 * 365 * 24 * time.Hour
 
 // startBroker starts the embedded single-node Kafka broker kdelay uses when
 // no brokers are configured. It keeps its log in data-dir and reloads it on
 // start, so records pending in kdelay's topics survive a restart; Close
-// writes the rest of its state there.
+// writes the rest of its state there. Run applies retention.
 //
 // Target topics are created on first use, as a development broker should
-// (see createOnMetadata); kdelay creates its own topics itself, with its
-// retention.
+// (see createOnMetadata); kdelay creates its own topics itself. Both keep
+// records for retention: it is the broker's log.retention.ms too.
 //
 // The data directory is locked for as long as the process lives (the lock
 // goes with it, even on SIGKILL): two brokers writing one directory would
 // corrupt it.
-func startBroker(cfg config.Config, log *slog.Logger) (cluster *kfake.Cluster, unlock func(), err error) {
+func startBroker(cfg config.Config, log *slog.Logger) (b *embeddedBroker, err error) {
 	release, err := lockDataDir(cfg.DataDir)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	defer func() {
 		if err != nil {
@@ -42,23 +76,53 @@ func startBroker(cfg config.Config, log *slog.Logger) (cluster *kfake.Cluster, u
 	// on the configured address instead. The broker advertises the address
 	// it listens on.
 	listen := func(network, _ string) (net.Listener, error) { return net.Listen(network, cfg.Listen) }
-	cluster, err = kfake.NewCluster(
+	cluster, err := kfake.NewCluster(
 		kfake.NumBrokers(1),
 		kfake.ListenFn(listen),
 		kfake.DataDir(cfg.DataDir),
 		// No kfake.AllowAutoTopicCreation: createOnMetadata does it, durably.
 		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+		kfake.BrokerConfigs(map[string]string{
+			"log.retention.ms":       strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
+			"log.segment.bytes":      strconv.Itoa(segmentBytes),
+			"log.cleaner.backoff.ms": strconv.FormatInt(noCleaner.Milliseconds(), 10),
+		}),
 		kfake.WithLogger(brokerLog{log}),
 	)
 	switch {
 	case errors.Is(err, syscall.EADDRINUSE):
-		return nil, nil, fmt.Errorf("listen: %s is already in use, by another kdelay or a Kafka broker: pick a free address with --listen (e.g. --listen 127.0.0.1:9093), or use the broker there with --brokers %s",
+		return nil, fmt.Errorf("listen: %s is already in use, by another kdelay or a Kafka broker: pick a free address with --listen (e.g. --listen 127.0.0.1:9093), or use the broker there with --brokers %s",
 			cfg.Listen, cfg.Listen)
 	case err != nil:
-		return nil, nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
+		return nil, fmt.Errorf("start the embedded broker on %s with data in %s: %w", cfg.Listen, cfg.DataDir, err)
 	}
 	cluster.ControlKey(int16(kmsg.Metadata), createOnMetadata(cluster, log))
-	return cluster, release, nil
+	client, err := kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), kgo.WithLogger(kslog.New(log)),
+		// Each retention pass lists the topics afresh: kgo would answer
+		// from metadata up to 5s old, without a topic created since.
+		kgo.MetadataMinAge(10*time.Millisecond))
+	if err != nil {
+		cluster.Close()
+		return nil, fmt.Errorf("connect to the embedded broker: %w", err)
+	}
+	return &embeddedBroker{cluster: cluster, client: client, unlock: release, retention: retention{
+		adm: kadm.NewClient(client), topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, group: cfg.Group,
+		interval: retentionCheckInterval, now: time.Now, log: log,
+	}}, nil
+}
+
+// Addrs are the addresses the broker listens on.
+func (b *embeddedBroker) Addrs() []string { return b.cluster.ListenAddrs() }
+
+// Run applies retention until ctx ends.
+func (b *embeddedBroker) Run(ctx context.Context) error { return b.retention.Run(ctx) }
+
+// Close stops the broker, which writes its state to data-dir, and unlocks
+// data-dir. Run must have returned.
+func (b *embeddedBroker) Close() {
+	b.client.Close()
+	b.cluster.Close()
+	b.unlock()
 }
 
 // createOnMetadata creates the topics a metadata request asks to auto-create,

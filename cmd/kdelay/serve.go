@@ -57,8 +57,8 @@ exits 0.`,
 // serve runs kdelay until ctx ends. Shutdown goes in this order: ctx ends,
 // every forwarder stops fetching, waits for its in-flight produces, commits
 // and leaves its group; then the last spans are sent, when tracing; then the
-// embedded broker closes and writes its state to data-dir. The broker closes
-// last so that the forwarders can commit.
+// embedded broker stops applying retention, closes and writes its state to
+// data-dir. The broker closes last so that the forwarders can commit.
 func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	log, kafkaLog, flush := newLoggers(cfg.LogLevel, cfg.LogFormat, stderr)
 	defer flush() // first deferred, so run last: after the broker's last line
@@ -80,14 +80,27 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	// (forwarder.Config.TransactionalIDSuffix). There is no predecessor
 	// left to fence: it died with its broker.
 	s.txnIDSuffix = "." + strconv.FormatInt(time.Now().UnixNano(), 36)
-	cluster, unlock, err := startBroker(cfg, kafkaLog)
+	b, err := startBroker(cfg, kafkaLog)
 	if err != nil {
 		return err
 	}
-	defer unlock()
-	err = s.forward(ctx, cluster.ListenAddrs())
-	cluster.Close()
-	log.Info("embedded_broker_closed", "data_dir", cfg.DataDir)
+	return s.forwardEmbedded(ctx, b)
+}
+
+// forwardEmbedded runs the forwarder on the embedded broker b, and b's
+// retention beside it, then closes b.
+func (s server) forwardEmbedded(ctx context.Context, b *embeddedBroker) error {
+	retainCtx, stopRetention := context.WithCancel(ctx)
+	retained := make(chan struct{})
+	go func() {
+		defer close(retained)
+		_ = b.Run(retainCtx) // returns only when stopped
+	}()
+	err := s.forward(ctx, b.Addrs())
+	stopRetention()
+	<-retained
+	b.Close()
+	s.log.Info("embedded_broker_closed", "data_dir", s.cfg.DataDir)
 	return err
 }
 
