@@ -31,6 +31,7 @@ import (
 	"github.com/spf13/pflag"
 	"github.com/twmb/franz-go/pkg/sasl"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -46,7 +47,25 @@ const (
 	// DefaultListen is where the embedded broker listens by default, and so
 	// where send and tail connect with no settings.
 	DefaultListen = "127.0.0.1:9092"
+
+	// DefaultEmbeddedRetention is retention's default on the embedded
+	// broker. There every record kept costs memory until it expires (the
+	// broker's index of it), so Kafka's week would bound that only at a
+	// seventh of the rate. A day still keeps delivered records and dead
+	// letters long enough for someone to read or replay them the next day;
+	// records still pending are kept however old (see cmd/kdelay's
+	// retention).
+	DefaultEmbeddedRetention = 24 * time.Hour
 )
+
+// defaultRetention is retention's default: forwarder's, Kafka's own 7 days,
+// on a cluster; DefaultEmbeddedRetention on the embedded broker.
+func defaultRetention(embedded bool) time.Duration {
+	if embedded {
+		return DefaultEmbeddedRetention
+	}
+	return forwarder.DefaultRetention
+}
 
 // Config is kdelay's checked configuration. The comment of each field names
 // its key; the defaults are listed by `kdelay serve --help`.
@@ -58,7 +77,7 @@ type Config struct {
 	Levels            levels.Set    // levels, sorted by delay
 	Partitions        int32         // partitions of created topics
 	ReplicationFactor int16         // replication-factor; -1 for the broker's default
-	Retention         time.Duration // retention
+	Retention         time.Duration // retention; empty is defaultRetention
 	RetentionHeadroom time.Duration // retention-headroom
 	Group             string        // group: consumer group prefix
 	Mode              string        // mode: "exact" or "poll"

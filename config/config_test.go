@@ -55,7 +55,7 @@ func TestDefaults(t *testing.T) {
 		Levels:            levels.Default(),
 		Partitions:        6,
 		ReplicationFactor: -1,
-		Retention:         168 * time.Hour,
+		Retention:         24 * time.Hour, // on the embedded broker
 		RetentionHeadroom: time.Hour,
 		Group:             "kdelay",
 		Mode:              "exact",
@@ -77,6 +77,13 @@ func TestDefaults(t *testing.T) {
 	}
 	if !got.Embedded() || !reflect.DeepEqual(got.Seeds(), []string{"127.0.0.1:9092"}) {
 		t.Errorf("with no brokers: Embedded() = %v, Seeds() = %v; want true, the listen address", got.Embedded(), got.Seeds())
+	}
+	cluster, err := load(t, sources{env: []string{"KDELAY_BROKERS=kafka1:9092"}})
+	if err != nil {
+		t.Fatalf("Load with brokers: %v", err)
+	}
+	if cluster.Retention != 168*time.Hour {
+		t.Errorf("retention with brokers = %s, want 168h", cluster.Retention)
 	}
 }
 

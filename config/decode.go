@@ -15,6 +15,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
@@ -32,7 +33,7 @@ func (l *loader) decode() (Config, error) {
 		Levels:            d.levels(),
 		Partitions:        int32(d.integer("partitions", 1, math.MaxInt32, "use at least 1")),
 		ReplicationFactor: int16(d.replicationFactor()),
-		Retention:         d.duration("retention"),
+		Retention:         d.retention(),
 		RetentionHeadroom: d.duration("retention-headroom"),
 		Group:             d.nonEmpty("group"),
 		Mode:              d.oneOf("mode", "exact", "poll"),
@@ -64,6 +65,7 @@ func (l *loader) decode() (Config, error) {
 	if c.Embedded() && c.DataDir == "" {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
 	}
+	c.Retention = cmp.Or(c.Retention, defaultRetention(c.Embedded()))
 	c.security = d.securityEnviron()
 	d.crossCheck(c)
 	return c, d.err()
@@ -146,16 +148,28 @@ func (d *decoder) list(name string) []string {
 	return out
 }
 
-func (d *decoder) duration(name string) time.Duration {
+func (d *decoder) duration(name string) time.Duration { return d.durationLike(name, def(name)) }
+
+// durationLike reads a Go duration; example is one for messages.
+func (d *decoder) durationLike(name, example string) time.Duration {
 	s := d.text(name)
 	v, err := time.ParseDuration(s)
 	switch {
 	case err != nil:
-		d.fail(name, "%q is not a Go duration such as %s", s, def(name))
+		d.fail(name, "%q is not a Go duration such as %s", s, example)
 	case v <= 0:
-		d.fail(name, "%s is not positive; use a duration such as %s", s, def(name))
+		d.fail(name, "%s is not positive; use a duration such as %s", s, example)
 	}
 	return v
+}
+
+// retention is 0 when empty, for its default: that depends on the broker
+// (see defaultRetention).
+func (d *decoder) retention() time.Duration {
+	if d.text("retention") == "" {
+		return 0
+	}
+	return d.durationLike("retention", kdelay.DurationText(forwarder.DefaultRetention))
 }
 
 // size reads a number of bytes: 67108864, 64MiB, 64m or 64MB (all the same;

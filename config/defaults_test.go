@@ -30,6 +30,12 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 	if err != nil {
 		t.Fatalf("Load with nothing set: %v", err)
 	}
+	// On a cluster: on the embedded broker, retention has a default of the
+	// command line's own (DefaultEmbeddedRetention).
+	onCluster, err := load(t, sources{env: []string{"KDELAY_BROKERS=kafka1:9092"}})
+	if err != nil {
+		t.Fatalf("Load with brokers: %v", err)
+	}
 	fw := forwarder.Config{}.WithDefaults()
 	pr := client.ProducerConfig{}.WithDefaults()
 	shared := []sharedDefault{
@@ -39,7 +45,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"levels", c.Levels, pr.Levels, "client producer"},
 		{"partitions", c.Partitions, fw.Partitions, "forwarder"},
 		{"replication-factor", c.ReplicationFactor, fw.ReplicationFactor, "forwarder"},
-		{"retention", c.Retention, fw.Retention, "forwarder"},
+		{"retention", onCluster.Retention, fw.Retention, "forwarder"},
 		{"retention-headroom", c.RetentionHeadroom, fw.RetentionHeadroom, "forwarder"},
 		{"group", c.Group, fw.Group, "forwarder"},
 		{"mode", forwarder.Mode(c.Mode), fw.Mode, "forwarder"},

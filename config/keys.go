@@ -51,7 +51,8 @@ func keys() []key {
 		{"levels", kindList, strings.Join(levels.Default().Names(), ","), "delay levels, Go durations, comma-separated"},
 		{"partitions", kindInt, strconv.Itoa(int(forwarder.DefaultPartitions)), "partitions of the topics kdelay creates"},
 		{"replication-factor", kindInt, strconv.Itoa(int(forwarder.DefaultReplicationFactor)), "replication factor of the topics kdelay creates; -1 uses the broker's default"},
-		{"retention", kindDuration, kdelay.DurationText(forwarder.DefaultRetention), "retention.ms of the topics kdelay creates; at least the largest level plus retention-headroom"},
+		{"retention", kindDuration, "", "retention.ms of the topics kdelay creates, and on the embedded broker of those it creates on first use; at least the largest level plus retention-headroom; empty is " +
+			kdelay.DurationText(defaultRetention(false)) + ", or " + kdelay.DurationText(defaultRetention(true)) + " on the embedded broker"},
 		{"retention-headroom", kindDuration, kdelay.DurationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
 		{"group", kindString, forwarder.DefaultGroup, "consumer group prefix; kdelay processes sharing it share the work"},
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
