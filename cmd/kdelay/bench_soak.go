@@ -11,12 +11,14 @@ import (
 
 	"github.com/kdelay/kdelay/bench"
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/levels"
 )
 
 // soakFlags are the flags of `kdelay bench soak` beyond those of bench.
 type soakFlags struct {
-	cfg bench.SoakConfig
-	csv string
+	cfg    bench.SoakConfig
+	csv    string
+	levels []string
 }
 
 func newBenchSoak(f *benchFlags) *cobra.Command {
@@ -77,6 +79,7 @@ Prints a line per sample on stderr, a table at the end, and writes --csv, --json
 	fl.Float64Var(&sf.cfg.MaxGrowth, "max-growth", d.MaxGrowth, "MB per hour that resident memory and the live heap may grow after the warm-up, beyond the run's noise")
 	fl.StringVar(&sf.cfg.Admin, "admin", d.Admin, "with --running: the admin listener of the running kdelay serve, whose /metrics is sampled")
 	fl.StringArrayVar(&sf.cfg.ServeFlags, "serve-flag", nil, "a flag for the kdelay serve under test, e.g. --serve-flag=--max-buffered-bytes=32MiB; repeat for more")
+	fl.StringSliceVar(&sf.levels, "levels", d.Levels.Names(), "the levels of the kdelay serve under test (with --running: the ones it runs), whose groups must be ready before the load starts")
 	fl.StringVar(&sf.csv, "csv", "", "write the samples as CSV to this file")
 	fl.Uint64Var(&sf.cfg.Seed, "seed", d.Seed, "seed of the random delays")
 	return cmd
@@ -96,7 +99,12 @@ func (sf *soakFlags) config(f *benchFlags) (bench.SoakConfig, error) {
 	if err != nil {
 		return bench.SoakConfig{}, err
 	}
+	set, err := levels.Parse(sf.levels)
+	if err != nil {
+		return bench.SoakConfig{}, fmt.Errorf("--levels: %w", err)
+	}
 	cfg := sf.cfg
+	cfg.Levels = set
 	cfg.Brokers, cfg.Runner, cfg.Partitions, cfg.Grace = f.brokers, runner, f.partitions, f.grace
 	cfg.Delivery = forwarder.Delivery(f.delivery)
 	cfg.Logger, cfg.ClientOpts = logger(), f.security.ClientOpts()
