@@ -40,8 +40,12 @@ func WriteSoakSVG(w io.Writer, r *SoakReport) error {
 	fmt.Fprintf(&b, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%d" viewBox="0 0 %d %d" font-family="sans-serif" font-size="13">`+"\n",
 		chartWidth, chartHeight, chartWidth, chartHeight)
 	fmt.Fprintf(&b, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
+	broker := r.Broker
+	if r.Embedded {
+		broker = "the embedded broker, in a process of its own"
+	}
 	fmt.Fprintf(&b, `<text x="%d" y="30" font-size="17">%s</text>`+"\n", plotLeft,
-		esc(fmt.Sprintf("kdelay serve memory under %d records/s (%s)", r.Rate, r.Broker)))
+		esc(fmt.Sprintf("kdelay serve memory under %d records/s, on %s", r.Rate, broker)))
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="%.1f" height="%d" fill="#eee"/>`+"\n", plotLeft, plotTop, x(r.Warmup)-plotLeft, plotBottom-plotTop)
 	fmt.Fprintf(&b, `<text x="%d" y="%d" fill="#777">warm-up</text>`+"\n", plotLeft+6, plotTop+16)
 	writeSoakAxes(&b, top, span, y)

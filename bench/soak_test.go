@@ -196,9 +196,14 @@ func TestTrends(t *testing.T) {
 	for _, tr := range trends(samples, 30*time.Second) {
 		got[tr.Name] = tr
 	}
+	// RSS: an exact line, whose noise is only what RSS settles by, over
+	// the 90 s fitted.
 	rss := got[TrendRSS]
-	if rss.Samples != 9 || rss.First != 53 || rss.Last != 62 || math.Abs(rss.PerHour-360) > 1e-6 || rss.Noise > 1e-6 {
-		t.Errorf("RSS trend %+v, want 9 samples from 53 to 62 MB, 360 MB/h exactly", rss)
+	if rss.Samples != 9 || rss.First != 53 || rss.Last != 62 || math.Abs(rss.PerHour-360) > 1e-6 || math.Abs(rss.Noise-40) > 1e-6 {
+		t.Errorf("RSS trend %+v, want 9 samples from 53 to 62 MB, 360 MB/h exactly, noise 1 MB over 90 s: 40 MB/h", rss)
+	}
+	if live := got[TrendHeapLive]; live.Noise != 0 {
+		t.Errorf("live heap trend %+v, want noise 0: it is level, and does not settle", live)
 	}
 	if cpu := got["CPU"]; cpu.Samples != 8 || math.Abs(cpu.First-25) > 1e-9 || math.Abs(cpu.PerHour) > 1e-6 {
 		t.Errorf("CPU trend %+v, want 8 samples (none beside the unread one) of 25%%, flat", cpu)
