@@ -199,8 +199,8 @@ func TestTrends(t *testing.T) {
 	// RSS: an exact line, whose noise is only what RSS settles by, over
 	// the 90 s fitted.
 	rss := got[TrendRSS]
-	if rss.Samples != 9 || rss.First != 53 || rss.Last != 62 || math.Abs(rss.PerHour-360) > 1e-6 || math.Abs(rss.Noise-40) > 1e-6 {
-		t.Errorf("RSS trend %+v, want 9 samples from 53 to 62 MB, 360 MB/h exactly, noise 1 MB over 90 s: 40 MB/h", rss)
+	if rss.Samples != 9 || rss.First != 53 || rss.Last != 62 || math.Abs(rss.PerHour-360) > 1e-6 || math.Abs(rss.Noise-rssSettle*40) > 1e-6 {
+		t.Errorf("RSS trend %+v, want 9 samples from 53 to 62 MB, 360 MB/h exactly, noise %g MB over 90 s", rss, rssSettle)
 	}
 	if live := got[TrendHeapLive]; live.Noise != 0 {
 		t.Errorf("live heap trend %+v, want noise 0: it is level, and does not settle", live)

@@ -37,14 +37,15 @@ type series struct {
 	settle     float64
 }
 
-// rssSettle is how far RSS creeps up after the warm-up of a steady load
-// without growing, in MB: with the live heap level, it rose by about as
-// much over runs of 5, 12 and 20 minutes (docs/BENCHMARKS.md, "Soak"), so
-// by a step now and then, fewer the longer the run, not at a rate: most
-// likely the pages of the heap's highest peaks so far, kept until the
-// runtime's scavenger returns them. A short run's RSS goal is that much
-// wider (20 MB/h over 3 minutes); the hour's, about 1 MB/h.
-const rssSettle = 1.0
+// rssSettle is how far RSS may creep up after the warm-up of a steady
+// load without growing, in MB. With the live heap level it rose by up to
+// about a MB, as much over 3 minutes as over 18 (docs/BENCHMARKS.md,
+// "Soak"): by a step now and then, fewer the longer the run, not at a
+// rate; most likely pages taken at the heap's highest peaks so far, kept
+// until the runtime's scavenger returns them. Twice the most seen is
+// allowed: a 5-minute run's RSS goal is 40 MB/h wider, an hour's about
+// 2 MB/h, and a leak of 3 MB/h still fails the hour.
+const rssSettle = 2.0
 
 // soakSeries are the figures that get a trend: the kdelay serve under
 // test's, the lateness, and the embedded broker's memory and log.
