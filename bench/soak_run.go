@@ -42,10 +42,10 @@ type soakRun struct {
 	http       *http.Client
 
 	// The collector keeps a slice header and a flag per record sent, and
-	// the sender each floor record and its timer until the end: about 70
-	// bytes a record, 250 MB an hour at 1,000 records/s, in the
-	// benchmark's own process. That bounds how long one run can last, not
-	// what it measures.
+	// the sender each floor record and its timer until the end: memory of
+	// the benchmark's own process for every record (docs/BENCHMARKS.md,
+	// "Soak", says how much), which bounds how long one run can last on a
+	// machine, not what it measures.
 	coll              *collector
 	stopColl          func()
 	s                 *sender
