@@ -103,7 +103,7 @@ const soakBrokerPrefix = "kdelay-soak-broker"
 // Why a process of its own, not the broker of the kdelay serve under test
 // as a deployment without a cluster runs it: the embedded broker keeps
 // every record, in its data directory and an index entry per batch in its
-// heap, until retention drops them (hours, with the default levels), so
+// heap, until retention drops them (a day or more away), so
 // its memory grows with the load, by far more than a leak of kdelay's
 // (docs/BENCHMARKS.md, "Soak", has both), which it would hide. Apart,
 // kdelay serve is judged alone, as on a cluster, and the broker's growth
