@@ -106,7 +106,7 @@ func startBroker(cfg config.Config, log *slog.Logger) (b *embeddedBroker, err er
 		return nil, fmt.Errorf("connect to the embedded broker: %w", err)
 	}
 	return &embeddedBroker{cluster: cluster, client: client, unlock: release, retention: retention{
-		adm: kadm.NewClient(client), topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, group: cfg.Group,
+		cl: client, adm: kadm.NewClient(client), topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, group: cfg.Group,
 		interval: retentionCheckInterval, now: time.Now, log: log,
 	}}, nil
 }

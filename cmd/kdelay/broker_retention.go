@@ -5,11 +5,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
@@ -23,13 +26,14 @@ import (
 // holds in memory to a minute of traffic.
 const retentionCheckInterval = time.Minute
 
-// retention applies retention.ms to every topic of the embedded broker, as
-// Kafka does: it deletes the oldest records of a partition while every
-// record up to them is older than the topic's retention.ms, and stops at
-// the first that is not. A record with an old timestamp written after newer
-// ones (a producer's clock, a replayed dead letter) waits for those before
-// it: kfake's own retention (Cluster.ApplyRetention) would delete every
-// record up to it instead, so it is turned off (see startBroker).
+// retention applies retention.ms and retention.bytes to every topic of the
+// embedded broker, as Kafka does. By time, it deletes the oldest records of
+// a partition while every record up to them is older than the topic's
+// retention.ms, and stops at the first that is not. A record with an old
+// timestamp written after newer ones (a producer's clock, a replayed dead
+// letter) waits for those before it: kfake's own retention
+// (Cluster.ApplyRetention) would delete every record up to it instead, so
+// it is turned off (see startBroker).
 //
 // Nothing pending is deleted, however long kdelay was stopped: in the
 // ingress and the level topics, a record kdelay's consumer group has not
@@ -38,9 +42,11 @@ const retentionCheckInterval = time.Minute
 // requires retention-headroom there). So the broker holds what is pending
 // plus the records of the last retention.ms.
 //
-// retention.bytes is not applied: kdelay sets none, and the broker's
-// default (log.retention.bytes) is -1, no limit.
+// By size, it deletes the oldest batches of a partition beyond the topic's
+// retention.bytes (see oversized), with the same hold. kdelay sets none, and
+// the broker's default (log.retention.bytes) is -1, no limit.
 type retention struct {
+	cl     *kgo.Client // for the fetches of oversized
 	adm    *kadm.Client
 	topics kdelay.Topics
 	group  string // kdelay's group setting, of which its consumer groups are named
@@ -75,22 +81,32 @@ func (r *retention) Run(ctx context.Context) error {
 	}
 }
 
-// runOnce deletes the records that expired, and returns how many. A
-// partition whose offsets cannot be listed is left for the next pass.
+// runOnce deletes the records that expired or are beyond retention.bytes,
+// and returns how many. A partition whose offsets cannot be listed is left
+// for the next pass.
 func (r *retention) runOnce(ctx context.Context) (deleted int64, err error) {
-	cuts, err := r.expired(ctx)
-	r.hold(ctx, cuts)
+	policies, err := r.policies(ctx)
+	held := r.commits(ctx, slices.Collect(maps.Keys(policies)))
+	cuts, terr := r.expired(ctx, policies)
+	over, berr := r.oversized(ctx, policies, held)
+	over.Each(cuts.Add) // the cut of the rule that deletes more
+	held.hold(cuts)
 	deleted, derr := r.deleteBefore(ctx, cuts)
-	return deleted, errors.Join(err, derr)
+	return deleted, errors.Join(err, terr, berr, derr)
 }
 
 // expired is, for each partition of a topic with a retention.ms, the first
-// record retention keeps.
-func (r *retention) expired(ctx context.Context) (kadm.Offsets, error) {
-	limits, err := r.limits(ctx)
-	errs := []error{err}
+// record retention.ms keeps.
+func (r *retention) expired(ctx context.Context, policies map[string]policy) (kadm.Offsets, error) {
+	byMs := map[int64][]string{} // one ListOffsets by time per retention.ms
+	for topic, p := range policies {
+		if p.ms >= 0 {
+			byMs[p.ms] = append(byMs[p.ms], topic)
+		}
+	}
+	var errs []error
 	all := kadm.Offsets{}
-	for retentionMs, topics := range limits {
+	for retentionMs, topics := range byMs {
 		cuts, err := r.cuts(ctx, r.now().UnixMilli()-retentionMs, topics)
 		errs = append(errs, err)
 		cuts.Each(all.Add)
@@ -129,10 +145,13 @@ func (r *retention) deleteBefore(ctx context.Context, cuts kadm.Offsets) (delete
 	return deleted, nil
 }
 
-// limits groups the topics whose cleanup.policy deletes by their
-// retention.ms; a topic that keeps its records forever (-1) or only
-// compacts is left out, as Kafka leaves it.
-func (r *retention) limits(ctx context.Context) (map[int64][]string, error) {
+// policy is a topic's retention.ms and retention.bytes; -1 is no limit.
+type policy struct{ ms, bytes int64 }
+
+// policies are the limits of each topic whose cleanup.policy deletes; a
+// topic that keeps its records forever (both -1) or only compacts is left
+// out, as Kafka leaves it.
+func (r *retention) policies(ctx context.Context) (map[string]policy, error) {
 	listed, err := r.adm.ListTopics(ctx)
 	if err != nil || len(listed) == 0 {
 		return nil, err
@@ -141,23 +160,35 @@ func (r *retention) limits(ctx context.Context) (map[int64][]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("describe topic configs: %w", err)
 	}
-	limits := map[int64][]string{}
+	policies := map[string]policy{}
 	var errs []error
 	for _, rc := range rcs {
-		if rc.Err != nil {
-			errs = append(errs, fmt.Errorf("describe configs of %s: %w", rc.Name, rc.Err))
-			continue
-		}
-		ms, err := strconv.ParseInt(effective(rc, "retention.ms", "log.retention.ms"), 10, 64)
+		p, err := policyOf(rc)
 		if err != nil {
-			errs = append(errs, fmt.Errorf("retention.ms of %s: %w", rc.Name, err))
+			errs = append(errs, err)
 			continue
 		}
-		if ms >= 0 && strings.Contains(effective(rc, "cleanup.policy", "log.cleanup.policy"), "delete") {
-			limits[ms] = append(limits[ms], rc.Name)
+		if (p.ms >= 0 || p.bytes >= 0) && strings.Contains(effective(rc, "cleanup.policy", "log.cleanup.policy"), "delete") {
+			policies[rc.Name] = p
 		}
 	}
-	return limits, errors.Join(errs...)
+	return policies, errors.Join(errs...)
+}
+
+// policyOf reads a topic's limits from its described configs.
+func policyOf(rc kadm.ResourceConfig) (policy, error) {
+	if rc.Err != nil {
+		return policy{}, fmt.Errorf("describe configs of %s: %w", rc.Name, rc.Err)
+	}
+	ms, err := strconv.ParseInt(effective(rc, "retention.ms", "log.retention.ms"), 10, 64)
+	if err != nil {
+		return policy{}, fmt.Errorf("retention.ms of %s: %w", rc.Name, err)
+	}
+	bytes, err := strconv.ParseInt(effective(rc, "retention.bytes", "log.retention.bytes"), 10, 64)
+	if err != nil {
+		return policy{}, fmt.Errorf("retention.bytes of %s: %w", rc.Name, err)
+	}
+	return policy{ms: ms, bytes: bytes}, nil
 }
 
 // effective is a topic's setting: its own, else the broker's default, else
@@ -209,33 +240,53 @@ func (r *retention) cuts(ctx context.Context, cutoff int64, topics []string) (ka
 	return cuts, nil
 }
 
-// hold lowers each cut in the ingress and the level topics to the offset
-// kdelay's consumer group of that topic has committed: what lies past it
-// is pending. A partition with no commit, or whose commit cannot be read,
-// keeps all its records: kdelay reads a new group's partitions from the
-// start.
-func (r *retention) hold(ctx context.Context, cuts kadm.Offsets) {
-	groups := map[string]string{} // topic → the group kdelay reads it with
+// commits are the offsets kdelay's consumer groups committed on the
+// ingress and the level topics: what lies past them is pending.
+type commits struct {
+	groups  map[string]string // topic → the group kdelay reads it with
+	fetched kadm.FetchOffsetsResponses
+}
+
+// commits fetches what kdelay's groups committed on those of topics it
+// reads. They are fetched before any cut is made: a commit only moves on,
+// so one read earlier holds at least as much.
+func (r *retention) commits(ctx context.Context, topics []string) commits {
+	c := commits{groups: map[string]string{}}
 	var names []string
-	for topic := range cuts {
+	for _, topic := range topics {
 		if g := r.groupOf(topic); g != "" {
-			groups[topic] = g
+			c.groups[topic] = g
 			names = append(names, g)
 		}
 	}
-	if len(names) == 0 {
-		return
+	c.fetched = r.adm.FetchManyOffsets(ctx, names...)
+	return c
+}
+
+// bound is the offset before which retention may delete in partition p of
+// topic, and whether topic is one kdelay reads. A partition with no commit,
+// or whose commit cannot be read, has 0, and keeps all its records: kdelay
+// reads a new group's partitions from the start.
+func (c commits) bound(topic string, p int32) (int64, bool) {
+	g, ok := c.groups[topic]
+	if !ok {
+		return 0, false
 	}
-	fetched := r.adm.FetchManyOffsets(ctx, names...)
-	for topic, g := range groups {
-		for p, cut := range cuts[topic] {
-			c, ok := fetched[g].Fetched.Lookup(topic, p)
-			switch {
-			case fetched[g].Err != nil || !ok || c.Err != nil || c.At < 0:
-				cuts.Delete(topic, p)
-			case c.At < cut.At:
-				cut.At = c.At // not Add, which only raises
-				cuts[topic][p] = cut
+	o, ok := c.fetched[g].Fetched.Lookup(topic, p)
+	if c.fetched[g].Err != nil || !ok || o.Err != nil || o.At < 0 {
+		return 0, true
+	}
+	return o.At, true
+}
+
+// hold lowers each cut in the ingress and the level topics to the offset
+// kdelay's consumer group of that topic has committed.
+func (c commits) hold(cuts kadm.Offsets) {
+	for topic, ps := range cuts {
+		for p, cut := range ps {
+			if b, ok := c.bound(topic, p); ok && b < cut.At {
+				cut.At = b // not Add, which only raises
+				ps[p] = cut
 			}
 		}
 	}

@@ -160,15 +160,20 @@ func TestEmbeddedRetentionServe(t *testing.T) {
 	}
 }
 
-// TestEmbeddedRetention checks the rule retention applies on the embedded
+// TestEmbeddedRetention checks the rules retention applies on the embedded
 // broker, with its default retention, after a restart from data-dir: records
 // were written in the past, and the broker that took them closed before its
 // retention ran.
+//
+// Each record is a batch of its own of about 1,070 bytes (1,000 bytes of
+// value, uncompressed), so a retention.bytes of 2,000 holds two batches
+// whole, and one is under it.
 func TestEmbeddedRetention(t *testing.T) {
 	t.Parallel()
 	cfg := embeddedConfig(t)
 	topics := kdelay.Topics{Prefix: cfg.TopicPrefix}
 	expired, fresh := time.Now().Add(-2*cfg.Retention), time.Now()
+	bytes := func(n string) map[string]*string { return map[string]*string{"retention.bytes": kadm.StringPtr(n)} }
 	cases := []struct {
 		name     string
 		topic    string
@@ -183,21 +188,28 @@ func TestEmbeddedRetention(t *testing.T) {
 		{"a level keeps all while kdelay's group has no commit", topics.Level("1s"), nil, []time.Time{expired, expired}, -1, 0},
 		{"a topic that only compacts keeps its records", "profiles", map[string]*string{"cleanup.policy": kadm.StringPtr("compact")},
 			[]time.Time{expired}, -1, 0},
+		{"retention.bytes deletes the oldest batches, never going under it, as Kafka", "clicks", bytes("2000"),
+			[]time.Time{fresh, fresh, fresh, fresh}, -1, 2},
+		{"retention.bytes 0 deletes every record, from memory and data-dir", "views", bytes("0"), []time.Time{fresh, fresh}, -1, 2},
+		{"retention.bytes keeps what kdelay has not handed on", topics.Level("2s"), bytes("2000"),
+			[]time.Time{fresh, fresh, fresh, fresh}, 1, 1},
 	}
 
 	ctx := context.Background()
 	before := startTestBroker(t, cfg, time.Hour)
-	cl, err := kgo.NewClient(kgo.SeedBrokers(before.Addrs()...), kgo.AllowAutoTopicCreation())
+	cl, err := kgo.NewClient(kgo.SeedBrokers(before.Addrs()...), kgo.AllowAutoTopicCreation(),
+		kgo.ProducerBatchCompression(kgo.NoCompression()))
 	if err != nil {
 		t.Fatal(err)
 	}
 	adm := kadm.NewClient(cl)
+	value := make([]byte, 1000)
 	for _, c := range cases {
 		if _, err := adm.CreateTopic(ctx, 1, -1, c.configs, c.topic); err != nil {
 			t.Fatal(err)
 		}
 		for i, ts := range c.written {
-			r := &kgo.Record{Topic: c.topic, Key: []byte{byte(i)}, Value: []byte("v"), Timestamp: ts}
+			r := &kgo.Record{Topic: c.topic, Key: []byte{byte(i)}, Value: value, Timestamp: ts}
 			if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
 				t.Fatal(err)
 			}
