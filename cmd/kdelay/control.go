@@ -64,7 +64,7 @@ time, whether the new one is earlier or later. --delay counts from now.
   kdelay reschedule order-42 --at 2026-11-22T08:00:00Z`,
 	})
 	fl := cmd.Flags()
-	fl.StringVar(&f.delay, "delay", "", "new delay from now: a Go duration (30s, 1h30m) or milliseconds")
+	fl.StringVar(&f.delay, "delay", "", "new delay from now: a Go duration (30s, 1h30m, 1500ms)")
 	fl.StringVar(&f.at, "at", "", "new due time: RFC 3339 (2026-11-22T08:00:00Z) or unix epoch milliseconds")
 	return cmd
 }
@@ -140,6 +140,9 @@ func (f commandFlags) record(name, id string, rules kdelay.Rules, now time.Time)
 	case f.at != "":
 		hs = append(hs, kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(f.at)})
 	}
+	if err := checkDueFlags(f.delay, f.at); err != nil {
+		return nil, kdelay.Command{}, err
+	}
 	// An empty value, not a null one: a null value is a tombstone, which
 	// only kdelay writes.
 	r := &kgo.Record{Topic: rules.Topics.Control(), Key: []byte(id), Value: []byte{}, Headers: hs, Timestamp: now}
@@ -182,9 +185,15 @@ func willDo(c kdelay.Command, now time.Time) string {
 	due := c.Due.UTC().Format(timeFormat)
 	switch c.Name {
 	case kdelay.CommandCancel:
-		return fmt.Sprintf("kdelay will not deliver %s.", c.ID)
+		// A cancel for an id nothing holds is written and kept all the
+		// same (it cancels a record with that id sent while it is kept):
+		// nothing here knows what the level topics hold.
+		return fmt.Sprintf("if a message with kdelay-id %s is pending, kdelay will not deliver it. Whether one is, kdelay cannot tell here: the cancel is recorded either way.", c.ID)
 	case kdelay.CommandRunNow:
 		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, due)
 	}
-	return fmt.Sprintf("kdelay will deliver %s at %s (in %s), and not at its old time.", c.ID, due, max(c.Due.Sub(now), 0).Round(time.Millisecond))
+	if past := alreadyDue(c.Due, now); past != "" {
+		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, past)
+	}
+	return fmt.Sprintf("kdelay will deliver %s at %s (in %s), and not at its old time.", c.ID, due, c.Due.Sub(now).Round(time.Millisecond))
 }

@@ -28,8 +28,8 @@ func TestCommandRecord(t *testing.T) {
 		{"run-now is due at once", kdelay.CommandRunNow, commandFlags{}, kept, []string{"kdelay-command=run-now"}},
 		{"reschedule after a Go duration", kdelay.CommandReschedule, commandFlags{delay: "30s"}, kept.Add(30 * time.Second),
 			[]string{"kdelay-command=reschedule", "kdelay-delay=30s"}},
-		{"reschedule after milliseconds", kdelay.CommandReschedule, commandFlags{delay: "1500"}, kept.Add(1500 * time.Millisecond),
-			[]string{"kdelay-command=reschedule", "kdelay-delay=1500"}},
+		{"reschedule after milliseconds", kdelay.CommandReschedule, commandFlags{delay: "1500ms"}, kept.Add(1500 * time.Millisecond),
+			[]string{"kdelay-command=reschedule", "kdelay-delay=1500ms"}},
 		{"reschedule at RFC 3339", kdelay.CommandReschedule, commandFlags{at: "2026-11-22T09:00:00Z"}, time.Date(2026, 11, 22, 9, 0, 0, 0, time.UTC),
 			[]string{"kdelay-command=reschedule", "kdelay-deliver-at=2026-11-22T09:00:00Z"}},
 		{"reschedule at epoch milliseconds, earlier", kdelay.CommandReschedule, commandFlags{at: "1795334400000"}, time.UnixMilli(1795334400000),
@@ -69,6 +69,8 @@ func TestCommandRecordErrors(t *testing.T) {
 	}{
 		{"reschedule without a time", kdelay.CommandReschedule, "order-42", commandFlags{}, "set exactly one of --delay (e.g. 30s) and --at"},
 		{"reschedule with a delay and a time", kdelay.CommandReschedule, "order-42", commandFlags{delay: "1s", at: "1"}, "set exactly one of --delay"},
+		{"a delay without a unit", kdelay.CommandReschedule, "order-42", commandFlags{delay: "30"}, "--delay 30 has no unit: did you mean 30s, or 30ms?"},
+		{"a time in unix seconds", kdelay.CommandReschedule, "order-42", commandFlags{at: "1795334400"}, "--at 1795334400 looks like unix seconds"},
 		{"a bad delay", kdelay.CommandReschedule, "order-42", commandFlags{delay: "soon"},
 			`kdelay would refuse this command: kdelay-command reschedule: kdelay-delay "soon" is neither integer milliseconds nor a Go duration`},
 		{"a delay beyond max-delay", kdelay.CommandReschedule, "order-42", commandFlags{delay: "10000h"}, "more than the maximum delay 9600h (max-delay) away"},
@@ -139,6 +141,7 @@ func TestCommandsCLI(t *testing.T) {
 	}
 
 	at := time.Now().Add(time.Hour).UTC().Truncate(time.Second)
+	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	control := regexp.QuoteMeta(c.topics.Control())
 	sends := []struct {
 		args    []string
@@ -147,11 +150,14 @@ func TestCommandsCLI(t *testing.T) {
 		printed string                       // a regexp of the first line
 	}{
 		{[]string{"cancel", "order-42"}, kdelay.CommandCancel, nil,
-			`cancel order-42: written to ` + control + ` \(partition 0, offset \d+\); kdelay will not deliver order-42\.`},
+			`cancel order-42: written to ` + control + ` \(partition 0, offset \d+\); if a message with kdelay-id order-42 is pending, kdelay will not deliver it\. ` +
+				`Whether one is, kdelay cannot tell here: the cancel is recorded either way\.`},
 		{[]string{"reschedule", "order-43", "--delay", "30s"}, kdelay.CommandReschedule, func(ts time.Time) time.Time { return ts.Add(30 * time.Second) },
 			`reschedule order-43: written to ` + control + ` \(partition 0, offset \d+\); kdelay will deliver order-43 at \d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}Z \(in 30s\), and not at its old time\.`},
 		{[]string{"reschedule", "order-44", "--at", at.Format(time.RFC3339)}, kdelay.CommandReschedule, func(time.Time) time.Time { return at },
 			`reschedule order-44: written to ` + control + ` \(partition 0, offset \d+\); kdelay will deliver order-44 at ` + regexp.QuoteMeta(at.Format(timeFormat)) + ` \(in \S+\), and not at its old time\.`},
+		{[]string{"reschedule", "order-46", "--at", past.Format(time.RFC3339)}, kdelay.CommandReschedule, func(time.Time) time.Time { return past },
+			`reschedule order-46: written to ` + control + ` \(partition 0, offset \d+\); kdelay will deliver order-46 now \(` + regexp.QuoteMeta(past.Format(timeFormat)) + ` is already past\), and not at its old time\.`},
 		{[]string{"run-now", "order-45"}, kdelay.CommandRunNow, func(ts time.Time) time.Time { return ts },
 			`run-now order-45: written to ` + control + ` \(partition 0, offset \d+\); kdelay will deliver order-45 now \(\S+\), and not at its old time\.`},
 	}

@@ -61,12 +61,19 @@ one record; one trailing newline (as echo adds) is dropped.`,
 			if err != nil {
 				return usageError{err}
 			}
-			return send(cmd.Context(), cfg, r, due, cmd.OutOrStdout())
+			if err := send(cmd.Context(), cfg, r, due, cmd.OutOrStdout()); err != nil {
+				return err
+			}
+			// On standard error: standard output is the one line scripts read.
+			if past := alreadyDue(due, r.Timestamp); past != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "kdelay: the due time %s: kdelay delivers the record now.\n", past)
+			}
+			return nil
 		},
 	}
 	fl := cmd.Flags()
 	fl.StringVar(&f.target, "target", "", "topic to deliver the record to (required)")
-	fl.StringVar(&f.delay, "delay", "", "delay from now: a Go duration (90s, 1h30m) or milliseconds")
+	fl.StringVar(&f.delay, "delay", "", "delay from now: a Go duration (90s, 1h30m, 1500ms)")
 	fl.StringVar(&f.at, "at", "", "due time: RFC 3339 (2026-11-22T08:00:00Z) or unix epoch milliseconds")
 	fl.StringVar(&f.key, "key", "", "record key")
 	fl.StringVar(&f.id, "id", "", "id consumers dedupe by (default: the ingress record's topic/partition/offset)")
@@ -121,6 +128,9 @@ func (f sendFlags) record(rules kdelay.Rules, value string, now time.Time) (*kgo
 		return nil, time.Time{}, errors.New("--target is required: name the topic to deliver the record to")
 	case (f.delay == "") == (f.at == ""):
 		return nil, time.Time{}, errors.New("set exactly one of --delay (e.g. 90s) and --at (e.g. 2026-11-22T08:00:00Z)")
+	}
+	if err := checkDueFlags(f.delay, f.at); err != nil {
+		return nil, time.Time{}, err
 	}
 	r := &kgo.Record{Topic: rules.Topics.Ingress(), Value: []byte(value), Timestamp: now}
 	if f.keySet {

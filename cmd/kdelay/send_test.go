@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"errors"
 	"io"
 	"os"
@@ -23,8 +24,8 @@ func TestSendRecord(t *testing.T) {
 		due     time.Time
 		headers []string
 	}{
-		{"delay in milliseconds", sendFlags{target: "orders", delay: "1500"}, kept.Add(1500 * time.Millisecond),
-			[]string{"kdelay-target=orders", "kdelay-delay=1500"}},
+		{"delay in milliseconds", sendFlags{target: "orders", delay: "1500ms"}, kept.Add(1500 * time.Millisecond),
+			[]string{"kdelay-target=orders", "kdelay-delay=1500ms"}},
 		{"delay as a Go duration", sendFlags{target: "orders", delay: "1m30s"}, kept.Add(90 * time.Second),
 			[]string{"kdelay-target=orders", "kdelay-delay=1m30s"}},
 		{"sub-millisecond delay rounds the due time up", sendFlags{target: "orders", delay: "1.5ms"}, kept.Add(2 * time.Millisecond),
@@ -74,6 +75,9 @@ func TestSendRecordErrors(t *testing.T) {
 		{"no target", sendFlags{delay: "1s"}, "--target is required"},
 		{"neither delay nor time", sendFlags{target: "orders"}, "set exactly one of --delay"},
 		{"both delay and time", sendFlags{target: "orders", delay: "1s", at: "1"}, "set exactly one of --delay"},
+		{"delay without a unit", sendFlags{target: "orders", delay: "5"}, "--delay 5 has no unit: did you mean 5s, or 5ms?"},
+		{"time in unix seconds", sendFlags{target: "orders", at: "1795334400"},
+			"--at 1795334400 looks like unix seconds (2026-11-22T08:00:00Z), and kdelay reads a number as milliseconds (1970-01-21T18:42:14.400Z): give 1795334400000, or RFC 3339 such as 2026-11-22T08:00:00Z"},
 		{"bad delay", sendFlags{target: "orders", delay: "soon"}, `kdelay would dead-letter this record: kdelay-delay "soon" is neither integer milliseconds nor a Go duration`},
 		{"negative delay", sendFlags{target: "orders", delay: "-1s"}, `kdelay-delay "-1s" is negative`},
 		{"bad time", sendFlags{target: "orders", at: "tomorrow"}, `kdelay-deliver-at "tomorrow" is neither unix epoch milliseconds nor RFC 3339`},
@@ -167,5 +171,33 @@ func TestSendFromStdin(t *testing.T) {
 	got := cluster.Collect(ingress).Until(10*time.Second, all(want))
 	if vs := kafkatest.Values(got); len(got) != len(want) || vs[want[0]] != 1 || vs[want[1]] != 1 || vs[want[2]] != 1 {
 		t.Errorf("the ingress holds %v, want once each of %q", vs, want)
+	}
+}
+
+// A due time in the past is taken, as kdelay takes it, and send says the
+// record is delivered now; its standard output stays the one line scripts
+// read.
+func TestSendAlreadyDue(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	cluster := kafkatest.New(t)
+	prefix := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(prefix)
+	cluster.CreateTopic(kdelay.Topics{Prefix: prefix}.Ingress(), 1, nil)
+	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
+	args := []string{"send", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix,
+		"--target", "orders", "--at", past.Format(time.RFC3339), "hello"}
+	var stdout, stderr bytes.Buffer
+	cmd := command(bin, t.TempDir(), args...)
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer time.AfterFunc(20*time.Second, func() { _ = cmd.Process.Kill() }).Stop()
+	err := cmd.Wait()
+	want := "kdelay: the due time " + past.Format(timeFormat) + " is already past: kdelay delivers the record now.\n"
+	if err != nil || !sendLine.MatchString(stdout.String()) || strings.Count(stdout.String(), "\n") != 1 || stderr.String() != want {
+		t.Errorf("kdelay %s: %v; printed %q on standard output and %q on standard error\nwant exit 0, the id line, and %q",
+			strings.Join(args, " "), err, stdout.String(), stderr.String(), want)
 	}
 }
