@@ -48,7 +48,7 @@ func newRoot() *cobra.Command {
 		Use:           "kdelay",
 		Short:         "Delayed delivery for Apache Kafka with RocketMQ-style delay levels",
 		Version:       version(),
-		Args:          usageArgs(cobra.NoArgs),
+		Args:          usageArgs(unknownCommand),
 		SilenceErrors: true, // exitCode prints them
 		SilenceUsage:  true, // a runtime failure is not a usage mistake
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -57,7 +57,16 @@ func newRoot() *cobra.Command {
 		},
 	}
 	// Subcommands inherit this: cmd is the one whose flags were mistyped.
-	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error { return usageError{suggestFlag(cmd, err)} })
+	// In kdelay sned --target orders, root fails on --target before its
+	// Args sees sned, the real mistake: pflag has kept sned by then.
+	root.SetFlagErrorFunc(func(cmd *cobra.Command, err error) error {
+		if !cmd.HasParent() {
+			if unknown := unknownCommand(cmd, cmd.Flags().Args()); unknown != nil {
+				return usageError{unknown}
+			}
+		}
+		return usageError{suggestFlag(cmd, err)}
+	})
 	// --help lists the commands by what they are for, in this order, rather
 	// than all in one alphabetical list.
 	root.AddGroup(

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -46,13 +47,22 @@ func TestExitCodes(t *testing.T) {
 		{"unknown flag", []string{"serve", "--chek-interval", "1s"}, 2, "unknown flag: --chek-interval; did you mean --check-interval?"},
 		{"misspelt flag", []string{"serve", "--brokres", "x"}, 2, "unknown flag: --brokres; did you mean --brokers?"},
 		{"unknown command", []string{"serv"}, 2, `unknown command "serv" for "kdelay"`},
+		{"misspelt command", []string{"sned"}, 2, `unknown command "sned" for "kdelay"; did you mean send?`},
+		{"misspelt command with its flags", []string{"sned", "--target", "orders", "--delay", "5s", "hello"}, 2,
+			`unknown command "sned" for "kdelay"; did you mean send?`},
+		{"nothing close to the command", []string{"frobnicate"}, 2, "unknown command \"frobnicate\" for \"kdelay\"\n"},
 		{"no command", nil, 2, "name a command: serve, send, cancel, reschedule, run-now, tail, status or dlq"},
 		{"send without a delay", []string{"send", "--target", "orders", "hello"}, 2, "set exactly one of --delay (e.g. 90s) and --at"},
 		{"send with a delay and a time", []string{"send", "--target", "orders", "--delay", "1s", "--at", "1", "hello"}, 2, "set exactly one of --delay"},
 		{"send without a value", []string{"send", "--target", "orders", "--delay", "1s"}, 2, "give the record's value as VALUE, or - to read it from standard input"},
+		{"send with a delay without a unit", []string{"send", "--target", "orders", "--delay", "5", "hello"}, 2, "--delay 5 has no unit: did you mean 5s, or 5ms?"},
+		{"send at a time in seconds", []string{"send", "--target", "orders", "--at", strconv.FormatInt(time.Now().Unix(), 10), "hello"}, 2,
+			"looks like unix seconds"},
 		{"tail without a topic", []string{"tail"}, 2, "accepts 1 arg(s), received 0"},
 		{"listen address in use", []string{"serve", "--listen", busy.Addr().String(), "--data-dir", filepath.Join(dir, "data")}, 1,
 			"listen: " + busy.Addr().String() + " is already in use, by another kdelay or a Kafka broker: pick a free address with --listen"},
+		{"admin address in use", []string{"serve", "--admin", busy.Addr().String(), "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "admin-data")}, 1,
+			"admin: " + busy.Addr().String() + " is already in use: pick a free host:port with --admin (or KDELAY_ADMIN)"},
 		{"data dir in use", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", locked}, 1,
 			"data-dir: " + locked + " is in use by another kdelay serve: stop it, or give this one its own --data-dir"},
 		{"version", []string{"version"}, 0, "kdelay "},

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/spf13/cobra"
@@ -140,7 +141,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Metrics: metrics, Brokers: brokers,
 			ClientOpts: adminOpts, Logger: s.log})
 		if err != nil {
-			return err
+			return adminFailed(err, s.cfg.Admin)
 		}
 		g.Go(func() error { return srv.Run(gctx) })
 	}
@@ -161,6 +162,17 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 // tracingFlushTimeout bounds how long a stop waits for the collector to take
 // the last spans: a collector that is down must not hold the exit.
 const tracingFlushTimeout = 5 * time.Second
+
+// adminFailed names the setting that frees the admin listener from an
+// address in use: package admin names its Config field, not kdelay's flag,
+// and the default 127.0.0.1:9464 is taken by a second serve on one machine.
+func adminFailed(err error, addr string) error {
+	if !errors.Is(err, syscall.EADDRINUSE) {
+		return err
+	}
+	return fmt.Errorf("admin: %s is already in use: pick a free host:port with --admin (or KDELAY_ADMIN), "+
+		"or turn the listener off with --admin ''", addr)
+}
 
 // trace adds the tracing hooks to the forwarder's clients when tracing is
 // on, and returns what sends the last spans once they are closed. With

@@ -11,10 +11,9 @@ import (
 	"github.com/spf13/pflag"
 )
 
-// suggestFlag adds "did you mean --brokers?" to an unknown flag's error:
-// cobra suggests command names, never flag names. It suggests the command's
-// flags within two edits of what was typed (a swap of two letters is one),
-// as cobra does for commands, and those the typed name begins.
+// suggestFlag adds "did you mean --brokers?" to an unknown flag's error,
+// with the command's flags closest to what was typed: cobra suggests no
+// flag names.
 func suggestFlag(cmd *cobra.Command, err error) error {
 	var unknown *pflag.NotExistError
 	if !errors.As(err, &unknown) || unknown.GetSpecifiedShortnames() != "" {
@@ -29,35 +28,62 @@ func suggestFlag(cmd *cobra.Command, err error) error {
 
 // closeFlags returns the names of cmd's flags close to typed, closest first.
 func closeFlags(cmd *cobra.Command, typed string) []string {
+	var names []string
+	visit := func(f *pflag.Flag) { names = append(names, f.Name) }
+	cmd.Flags().VisitAll(visit)
+	cmd.InheritedFlags().VisitAll(visit)
+	return closest(typed, names)
+}
+
+// unknownCommand refuses a word after kdelay that names no command, and
+// suggests the commands close to it: kdelay sned says did you mean send?
+// cobra suggests only for a command whose Args is nil, and its message
+// takes three lines; root's Args is this, so that a mistake exits 2.
+func unknownCommand(cmd *cobra.Command, args []string) error {
+	if len(args) == 0 {
+		return nil
+	}
+	err := fmt.Errorf("unknown command %q for %q", args[0], cmd.CommandPath())
+	var names []string
+	for _, c := range cmd.Commands() {
+		if c.IsAvailableCommand() {
+			names = append(names, c.Name())
+		}
+	}
+	if near := closest(args[0], names); len(near) > 0 {
+		return fmt.Errorf("%w; did you mean %s?", err, strings.Join(near, " or "))
+	}
+	return err
+}
+
+// closest returns up to three of names within two edits of typed (a swap
+// of two letters is one), or that typed begins, closest first.
+func closest(typed string, names []string) []string {
 	type candidate struct {
 		name   string
 		begins bool // typed is an abbreviation of it
 		dist   int
 	}
 	var near []candidate
-	visit := func(f *pflag.Flag) {
-		d := editDistance(typed, f.Name)
-		begins := len(typed) >= 3 && strings.HasPrefix(f.Name, typed)
-		if d > 2 && !begins {
-			return
+	for _, name := range names {
+		d := editDistance(typed, name)
+		begins := len(typed) >= 3 && strings.HasPrefix(name, typed)
+		if d > 2 && !begins || slices.ContainsFunc(near, func(c candidate) bool { return c.name == name }) {
+			continue
 		}
-		if !slices.ContainsFunc(near, func(c candidate) bool { return c.name == f.Name }) {
-			near = append(near, candidate{f.Name, begins, d})
-		}
+		near = append(near, candidate{name, begins, d})
 	}
-	cmd.Flags().VisitAll(visit)
-	cmd.InheritedFlags().VisitAll(visit)
 	// An abbreviation says what was meant: --lis is --listen cut short,
 	// not --tls with two letters changed.
 	if slices.ContainsFunc(near, func(c candidate) bool { return c.begins }) {
 		near = slices.DeleteFunc(near, func(c candidate) bool { return !c.begins })
 	}
 	slices.SortFunc(near, func(a, b candidate) int { return cmp.Or(cmp.Compare(a.dist, b.dist), strings.Compare(a.name, b.name)) })
-	names := make([]string, 0, min(len(near), 3))
+	out := make([]string, 0, min(len(near), 3))
 	for _, c := range near[:min(len(near), 3)] {
-		names = append(names, c.name)
+		out = append(out, c.name)
 	}
-	return names
+	return out
 }
 
 // editDistance is the number of insertions, deletions, substitutions and

@@ -12,6 +12,7 @@ import (
 	"unicode"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -47,7 +48,7 @@ partitions or a topic created later.`,
 			if fromBeginning {
 				start = kgo.NewOffset().AtStart()
 			}
-			return tail(cmd.Context(), cfg, args[0], start, cmd.OutOrStdout())
+			return tail(cmd.Context(), cfg, args[0], start, cmd.OutOrStdout(), cmd.ErrOrStderr())
 		},
 	}
 	cmd.Flags().BoolVar(&fromBeginning, "from-beginning", false, "print the records already in the topic first")
@@ -55,8 +56,9 @@ partitions or a topic created later.`,
 	return cmd
 }
 
-// tail prints the records of topic from start until ctx ends.
-func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset, out io.Writer) error {
+// tail prints the records of topic from start until ctx ends, and on
+// progress that it waits for the topic if it does not exist yet.
+func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset, out, progress io.Writer) error {
 	cl, err := connect(ctx, cfg,
 		kgo.ConsumeTopics(topic),
 		kgo.ConsumeResetOffset(start),
@@ -69,6 +71,7 @@ func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset
 		return err
 	}
 	defer cl.Close()
+	sayIfMissing(ctx, cl, topic, cfg.Seeds(), progress)
 	for {
 		fetches := cl.PollFetches(ctx)
 		if ctx.Err() != nil {
@@ -79,6 +82,22 @@ func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset
 		}
 		fetches.EachRecord(func(r *kgo.Record) { fmt.Fprintln(out, line(r)) })
 	}
+}
+
+// sayIfMissing says once that topic does not exist yet. The consumer waits
+// for it without a word (it neither creates the topic nor reports it
+// missing), so a misspelt name would look like a topic nothing reaches.
+// Whether it is created later, by a producer on a broker that creates
+// topics on first use or by hand, the consumer then reads it.
+func sayIfMissing(ctx context.Context, cl *kgo.Client, topic string, seeds []string, progress io.Writer) {
+	topics, err := kadm.NewClient(cl).ListTopics(ctx, topic)
+	if err != nil {
+		return // the consumer meets the same failure and reports it
+	}
+	if td, ok := topics[topic]; ok && !errors.Is(td.Err, kerr.UnknownTopicOrPartition) {
+		return
+	}
+	fmt.Fprintf(progress, "kdelay: topic %s does not exist on %s yet: waiting for it to be created (Ctrl-C to stop)\n", topic, strings.Join(seeds, ","))
 }
 
 // fatal is the first error that stops tail; the client retries the others.

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
+	"os"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 func TestLine(t *testing.T) {
@@ -52,5 +56,40 @@ func TestLineFromBeginning(t *testing.T) {
 	want := r.Timestamp.Format("15:04:05.000") + `  0/0  late 32ms     key=-  value="v"  kdelay-deliver-at=1795334400000`
 	if got := line(r); got != want {
 		t.Errorf("read 4.06s after its due time, a record that arrived 32ms late printed\n%s\nwant\n%s", got, want)
+	}
+}
+
+// tail of a topic that does not exist yet says once that it waits for it,
+// keeps waiting, and prints its records once it is created.
+func TestTailWaitsForTopic(t *testing.T) {
+	t.Parallel()
+	bin, cluster := binary(t), kafkatest.New(t)
+	topic := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(topic)
+	out := &output{}
+	cmd := command(bin, t.TempDir(), "tail", "--brokers", strings.Join(cluster.Brokers, ","), topic)
+	cmd.Stdout, cmd.Stderr = out, out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	defer time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() }).Stop()
+	want := "kdelay: topic " + topic + " does not exist on " + strings.Join(cluster.Brokers, ",") + " yet: waiting for it to be created (Ctrl-C to stop)\n"
+	if !eventually(10*time.Second, func() bool { return strings.Contains(out.String(), want) }) {
+		t.Fatalf("kdelay tail %s printed %q, want %q", topic, out, want)
+	}
+
+	cluster.CreateTopic(topic, 1, nil)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := cluster.Client().ProduceSync(ctx, &kgo.Record{Topic: topic, Value: []byte("at last")}).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	printed := eventually(15*time.Second, func() bool { return strings.Contains(out.String(), `value="at last"`) })
+	if err := cmd.Process.Signal(os.Interrupt); err != nil {
+		t.Fatal(err)
+	}
+	err := cmd.Wait()
+	if !printed || err != nil || strings.Count(out.String(), "waiting for it") != 1 {
+		t.Errorf("kdelay tail %s exited with %v after printing:\n%s\nwant the wait said once, then the record, then exit 0 on Ctrl-C", topic, err, out)
 	}
 }
