@@ -21,7 +21,7 @@ import (
 type SoakConfig struct {
 	// Brokers are the seed brokers of the cluster to run on. Default: none,
 	// and the embedded broker runs as a kdelay serve of its own, sampled
-	// beside the one under test (startBroker says why).
+	// beside the one under test (soakBroker says why).
 	Brokers []string
 
 	// Runner starts the kdelay serve under test: Command, a child process
@@ -173,5 +173,5 @@ func Soak(ctx context.Context, cfg SoakConfig) (*SoakReport, error) {
 	if err := r.start(ctx); err != nil {
 		return nil, err
 	}
-	return r.finish(r.run(ctx)), nil
+	return r.finish(r.run(ctx, r.record)), nil
 }

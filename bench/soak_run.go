@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"net/http"
 	"os"
-	"slices"
 	"time"
 
 	"golang.org/x/sync/errgroup"
@@ -19,11 +18,15 @@ import (
 
 // Groups of a soak's records. Only those due within the run are judged: a
 // record due after it ends is still pending, as it should be.
+//
+// A sweep also leaves out of the lateness the records due within its
+// warm-up: they are judged for loss and earliness only.
 const (
-	GroupDueInRun   = "due in run"
-	GroupDueLater   = "due after run"
-	soakFloorEvery  = 10              // one floor record for every this many delayed ones
-	soakReadTimeout = 5 * time.Second // what a sample waits for a /metrics
+	GroupDueInRun    = "due in run"
+	GroupDueInWarmup = "due in warm-up"
+	GroupDueLater    = "due after run"
+	soakFloorEvery   = 10              // one floor record for every this many delayed ones
+	soakReadTimeout  = 5 * time.Second // what a sample waits for a /metrics
 )
 
 // soakRun is one soak: the kdelay serve under test, the broker process
@@ -33,25 +36,32 @@ type soakRun struct {
 	machine machineStart
 	rep     *SoakReport
 
-	c          *cluster
-	in         Instance // the kdelay serve under test
-	serve      watched
-	brokerProc *child // the embedded broker's kdelay serve; nil on a cluster
-	broker     watched
-	dataDir    string // of the embedded broker
-	http       *http.Client
+	// warmup is how long into the run a record must be due for its
+	// lateness to count (GroupDueInWarmup holds those due before, and they
+	// get no floor twin): a sweep's. 0, a soak's, counts every record due
+	// within the run.
+	warmup time.Duration
+
+	c      *cluster
+	in     Instance // the kdelay serve under test
+	serve  watched
+	broker *soakBroker // nil on a cluster
+	http   *http.Client
+	// serveUsage and brokerUsage are what the processes used over their
+	// life, read when close stopped them: the kernel's peak RSS among them.
+	serveUsage, brokerUsage Usage
 
 	// The collector keeps a slice header and a flag per record sent, and
 	// the sender each floor record and its timer until the end: memory of
 	// the benchmark's own process for every record (docs/BENCHMARKS.md,
 	// "Soak", says how much), which bounds how long one run can last on a
 	// machine, not what it measures.
-	coll              *collector
-	stopColl          func()
-	s                 *sender
-	due, later, floor *lateness
-	dueWin, floorWin  latenessWindow
-	started, end      time.Time
+	coll                    *collector
+	stopColl                func()
+	s                       *sender
+	due, warm, later, floor *lateness // warm only with a warm-up
+	dueWin, floorWin        latenessWindow
+	started, end            time.Time
 }
 
 // start starts the embedded broker if there is no cluster, then the kdelay
@@ -61,22 +71,23 @@ func (r *soakRun) start(ctx context.Context) error {
 	cfg := r.cfg
 	brokers := cfg.Brokers
 	if len(brokers) == 0 {
-		addr, err := r.startBroker()
+		run, _ := cfg.Runner.(Command) // validate: no Running without brokers
+		b, err := startSoakBroker(run, cfg.Levels, cfg.Partitions)
 		if err != nil {
 			return err
 		}
-		brokers = []string{addr}
+		r.broker, brokers = b, []string{b.addr}
 	}
 	c, err := openCluster(brokers, cfg.ClientOpts, cfg.Partitions, cfg.Logger)
 	if err != nil {
 		return err
 	}
-	r.c, c.readOpts, c.discard = c, readOpts(cfg.Delivery), r.brokerProc != nil
+	r.c, c.readOpts, c.discard = c, readOpts(cfg.Delivery), r.broker != nil
 	r.http = &http.Client{Timeout: soakReadTimeout}
-	r.rep = newSoakReport(cfg, c, r.brokerProc != nil)
-	if r.brokerProc != nil {
-		if err := c.waitReady(ctx, r.brokerProc, cfg.Levels[:1]); err != nil {
-			return fmt.Errorf("start the embedded broker: %w", err)
+	r.rep = newSoakReport(cfg, c, r.broker != nil)
+	if r.broker != nil {
+		if err := r.broker.ready(ctx, c); err != nil {
+			return err
 		}
 	}
 	name := c.runPrefix + "-soak"
@@ -93,62 +104,25 @@ func (r *soakRun) start(ctx context.Context) error {
 	return r.startCollecting(ctx, name+".target")
 }
 
-// soakBrokerPrefix prefixes the topics and groups of the idle forwarder of the
-// embedded broker's own kdelay serve.
-const soakBrokerPrefix = "kdelay-soak-broker"
-
-// startBroker starts the embedded broker as a kdelay serve of its own, on a
-// free port with a data directory of its own, and returns its address.
-//
-// Why a process of its own, not the broker of the kdelay serve under test
-// as a deployment without a cluster runs it: the embedded broker keeps
-// every record, in its data directory and an index entry per batch in its
-// heap, until retention drops them (a day or more away), so
-// its memory grows with the load, by far more than a leak of kdelay's
-// (docs/BENCHMARKS.md, "Soak", has both), which it would hide. Apart,
-// kdelay serve is judged alone, as on a cluster, and the broker's growth
-// is shown beside it, not judged. A kdelay serve with its own broker can
-// still be soaked whole, with --running.
-func (r *soakRun) startBroker() (string, error) {
-	run, _ := r.cfg.Runner.(Command) // validate: no Running without brokers
-	addr, err := freeAddr()
-	if err != nil {
-		return "", err
-	}
-	admin, err := freeAddr()
-	if err != nil {
-		return "", err
-	}
-	if r.dataDir, err = os.MkdirTemp("", "kdelay-soak-"); err != nil {
-		return "", fmt.Errorf("make a data directory for the embedded broker: %w", err)
-	}
-	setup := Setup{
-		Topics: kdelay.Topics{Prefix: soakBrokerPrefix}, Group: soakBrokerPrefix, Mode: forwarder.ModeExact,
-		Levels: r.cfg.Levels[:1], Partitions: r.cfg.Partitions,
-	}
-	ch, err := run.start(setup, "--listen", addr, "--data-dir", r.dataDir, "--admin", admin)
-	if err != nil {
-		return "", fmt.Errorf("start the embedded broker: %w", err)
-	}
-	r.brokerProc, r.broker = ch, watched{admin: admin, pid: ch.cmd.Process.Pid}
-	return addr, nil
-}
-
 // startServe starts a child kdelay serve with an admin listener on a free
-// port, or takes the running one.
+// port, or takes the running one. InProcess, which Soak refuses, runs the
+// forwarder in this process: a sweep's tests use it.
 func (r *soakRun) startServe(ctx context.Context, setup Setup) error {
 	switch run := r.cfg.Runner.(type) {
 	case Running:
 		in, err := run.Start(ctx, setup)
 		r.in, r.serve = in, watched{admin: r.cfg.Admin, pid: run.PID}
 		return err
+	case InProcess:
+		in, err := run.Start(ctx, setup)
+		r.in, r.serve = in, watched{pid: os.Getpid()}
+		return err
 	case Command:
 		addr, err := freeAddr()
 		if err != nil {
 			return err
 		}
-		run.Args = append(slices.Clone(run.args()), r.cfg.ServeFlags...)
-		ch, err := run.start(setup, "--admin", addr)
+		ch, err := withServeFlags(run, r.cfg.ServeFlags).start(setup, "--admin", addr)
 		if err != nil {
 			return err
 		}
@@ -174,54 +148,69 @@ func (r *soakRun) startCollecting(ctx context.Context, target string) error {
 	r.coll, r.stopColl = coll, func() { cancel(); <-coll.done }
 	r.s = &sender{cl: r.c.cl, ingress: r.in.Topics().Ingress(), target: target, coll: coll, log: r.cfg.Logger}
 	r.due, r.later, r.floor = newLateness(GroupDueInRun), newLateness(GroupDueLater), newLateness(GroupFloor)
+	if r.warmup > 0 {
+		r.warm = newLateness(GroupDueInWarmup)
+	}
 	r.dueWin, r.floorWin = latenessWindow{g: r.due}, latenessWindow{g: r.floor}
 	warm := &phase{c: r.c, cfg: &Config{Partitions: r.cfg.Partitions}, coll: coll, s: r.s}
 	return warm.warmUp(ctx)
 }
 
-// run writes the load and samples the process until Duration has passed,
-// then waits up to Grace for the records due within the run.
-func (r *soakRun) run(ctx context.Context) error {
+// run writes the load and calls sample every Interval until Duration has
+// passed, then waits up to Grace for the records due within the run.
+func (r *soakRun) run(ctx context.Context, sample func(ctx context.Context, at time.Duration)) error {
 	r.started = time.Now()
 	r.end = r.started.Add(r.cfg.Duration)
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return r.write(gctx) })
-	g.Go(func() error { return r.sampleAll(gctx) })
+	g.Go(func() error { return r.sampleAll(gctx, sample) })
 	if err := g.Wait(); err != nil {
 		return err
 	}
 	return r.coll.waitFor(ctx, r.end.Add(r.cfg.Grace), func() bool {
-		sent, delivered := r.coll.of(r.due)
-		fsent, fdelivered := r.coll.of(r.floor)
-		return delivered >= sent && fdelivered >= fsent
+		for _, l := range []*lateness{r.due, r.warm, r.floor} {
+			if l == nil {
+				continue
+			}
+			if sent, delivered := r.coll.of(l); delivered < sent {
+				return false
+			}
+		}
+		return true
 	})
 }
 
 // write writes Rate records a second to the ingress, each due after a
 // delay drawn log-uniformly from MinDelay to MaxDelay, and every
-// soakFloorEvery-th one a floor twin due within the run.
+// soakFloorEvery-th one due within the run (after the warm-up, if any) a
+// floor twin. It stops at the end of the run even when it could not keep
+// up: the records it sent say the rate it reached.
 func (r *soakRun) write(ctx context.Context) error {
 	delay := logUniform(r.cfg.Seed, r.cfg.MinDelay, r.cfg.MaxDelay)
 	// One slice of groups for every record of a kind: the collector keeps
 	// it per record, and a slice made per record would be 16 bytes more.
-	due, later := []*lateness{r.due}, []*lateness{r.later}
+	due, warm, later := []*lateness{r.due}, []*lateness{r.warm}, []*lateness{r.later}
+	judgedFrom := r.started.Add(r.warmup)
 	for i := 0; ; i++ {
 		at := r.started.Add(time.Duration(i) * time.Second / time.Duration(r.cfg.Rate))
-		if !at.Before(r.end) {
+		if !at.Before(r.end) || !time.Now().Before(r.end) {
 			return nil
 		}
 		if err := sleepUntil(ctx, at); err != nil {
 			return err
 		}
 		d, ts := delay(), time.Now().Truncate(time.Millisecond)
-		dueInRun := !ts.Add(d).After(r.end)
-		gs := later
-		if dueInRun {
-			gs = due
+		gs, judged := later, false
+		switch dueAt := ts.Add(d); {
+		case dueAt.After(r.end):
+		case r.warm != nil && dueAt.Before(judgedFrom):
+			gs = warm
+		default:
+			gs, judged = due, true
 		}
 		r.s.sent.Add(1)
 		r.s.produceOr(ctx, delayedRecord(r.s.ingress, r.s.target, r.coll.expect(gs...), ts, ts.Add(d)), func() {})
-		if dueInRun && i%soakFloorEvery == 0 {
+		if judged && i%soakFloorEvery == 0 {
 			r.s.one(send{delay: d, floor: true, groups: []*lateness{r.floor}})
 		}
 	}
@@ -237,9 +226,9 @@ func logUniform(seed uint64, lo, hi time.Duration) func() time.Duration {
 	}
 }
 
-// sampleAll takes a sample every Interval from the start of the load to
-// its end, both included, and fails once the kdelay serve has stopped.
-func (r *soakRun) sampleAll(ctx context.Context) error {
+// sampleAll calls sample every Interval from the start of the load to its
+// end, both included, and fails once the kdelay serve has stopped.
+func (r *soakRun) sampleAll(ctx context.Context, sample func(ctx context.Context, at time.Duration)) error {
 	for k := 0; ; k++ {
 		at := r.started.Add(time.Duration(k) * r.cfg.Interval)
 		if at.After(r.end) {
@@ -251,9 +240,7 @@ func (r *soakRun) sampleAll(ctx context.Context) error {
 		if err := r.stopped(); err != nil {
 			return fmt.Errorf("%s into the run: %w", at.Sub(r.started).Round(time.Second), err)
 		}
-		s := r.sample(ctx, at.Sub(r.started))
-		r.rep.Samples = append(r.rep.Samples, s)
-		writeSoakProgress(r.cfg.Progress, r.rep)
+		sample(ctx, at.Sub(r.started))
 	}
 }
 
@@ -263,8 +250,8 @@ func (r *soakRun) stopped() error {
 	if err := r.in.Err(); err != nil {
 		return fmt.Errorf("kdelay serve under test stopped: %w", err)
 	}
-	if r.brokerProc != nil {
-		if err := r.brokerProc.Err(); err != nil {
+	if r.broker != nil {
+		if err := r.broker.proc.Err(); err != nil {
 			return fmt.Errorf("the embedded broker's kdelay serve stopped: %w", err)
 		}
 	}
@@ -284,8 +271,8 @@ func (r *soakRun) close() error {
 		r.s = nil
 	}
 	if r.in != nil {
-		_, err := r.in.Stop()
-		errs = append(errs, err)
+		u, err := r.in.Stop()
+		r.serveUsage, errs = u, append(errs, err)
 		r.in = nil
 	}
 	if r.stopColl != nil {
@@ -299,14 +286,10 @@ func (r *soakRun) close() error {
 	if r.http != nil {
 		r.http.CloseIdleConnections()
 	}
-	if r.brokerProc != nil {
-		_, err := r.brokerProc.Stop()
-		errs = append(errs, err)
-		r.brokerProc = nil
-	}
-	if r.dataDir != "" {
-		errs = append(errs, os.RemoveAll(r.dataDir))
-		r.dataDir = ""
+	if r.broker != nil {
+		u, err := r.broker.stop()
+		r.brokerUsage, errs = u, append(errs, err)
+		r.broker = nil
 	}
 	return errors.Join(errs...)
 }

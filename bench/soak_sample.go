@@ -68,16 +68,22 @@ type Window struct {
 	Max time.Duration `json:"max_ns"`
 }
 
+// record takes a soak's sample and writes its progress line.
+func (r *soakRun) record(ctx context.Context, at time.Duration) {
+	r.rep.Samples = append(r.rep.Samples, r.sample(ctx, at))
+	writeSoakProgress(r.cfg.Progress, r.rep)
+}
+
 // sample reads the processes and the lateness of what arrived since the
 // sample before.
 func (r *soakRun) sample(ctx context.Context, at time.Duration) SoakSample {
 	s := SoakSample{At: at}
 	var errs []error
 	s.Serve, errs = readProc(ctx, r.http, r.serve)
-	if r.broker.admin != "" {
-		b, err := readProc(ctx, r.http, r.broker)
-		s.Broker, errs = &b, append(errs, err...)
-		s.BrokerLog = dirSize(r.dataDir)
+	if b := r.broker; b != nil {
+		bs, err := readProc(ctx, r.http, b.watched)
+		s.Broker, errs = &bs, append(errs, err...)
+		s.BrokerLog = dirSize(b.dataDir)
 	}
 	_, arrived := r.coll.counts()
 	s.Sent, s.Arrived = r.s.sent.Load(), int64(arrived)
