@@ -42,21 +42,25 @@ func tooLarge(v string) error {
 // allowed, offsets from -23:59 to +23:59, at most nine fractional digits). It
 // refuses a time before 1970, which a Kafka timestamp cannot carry: a negative
 // epoch value is a mistake, not "now".
-func ParseDeliverAt(v string) (time.Time, error) {
+func ParseDeliverAt(v string) (time.Time, error) { return parseTime(HeaderDeliverAt, v) }
+
+// parseTime reads a time in one of the forms of kdelay-deliver-at, naming
+// header in its errors.
+func parseTime(header, v string) (time.Time, error) {
 	if ms, err := strconv.ParseInt(v, 10, 64); err == nil {
 		if ms < 0 {
-			return time.Time{}, fmt.Errorf("%s %q is negative; use unix epoch milliseconds of 0 or more, or RFC 3339", HeaderDeliverAt, v)
+			return time.Time{}, fmt.Errorf("%s %q is negative; use unix epoch milliseconds of 0 or more, or RFC 3339", header, v)
 		}
 		return time.UnixMilli(ms), nil
 	} else if errors.Is(err, strconv.ErrRange) {
-		return time.Time{}, fmt.Errorf("%s %q overflows; use unix epoch milliseconds or RFC 3339", HeaderDeliverAt, v)
+		return time.Time{}, fmt.Errorf("%s %q overflows; use unix epoch milliseconds or RFC 3339", header, v)
 	}
 	t, err := parseRFC3339(v)
 	if err != nil {
-		return time.Time{}, fmt.Errorf("%s %q is neither unix epoch milliseconds nor RFC 3339 such as 2026-11-23T08:00:00Z: %w", HeaderDeliverAt, v, err)
+		return time.Time{}, fmt.Errorf("%s %q is neither unix epoch milliseconds nor RFC 3339 such as 2026-11-23T08:00:00Z: %w", header, v, err)
 	}
 	if t.Before(time.UnixMilli(0)) {
-		return time.Time{}, fmt.Errorf("%s %q is before 1970, which Kafka cannot carry; use a later time", HeaderDeliverAt, v)
+		return time.Time{}, fmt.Errorf("%s %q is before 1970, which Kafka cannot carry; use a later time", header, v)
 	}
 	return t, nil
 }

@@ -6,7 +6,8 @@ import (
 )
 
 // Owns reports whether name is one of kdelay's own topics for this prefix:
-// the ingress, the control topic, the dead-letter topic, or any level topic, configured or not
+// the ingress, the control topic, the dead-letter topic, the schedules topic,
+// or any level topic, configured or not
 // (a level dropped from the configuration may still hold records). A record
 // is never delivered to one of them.
 func (t Topics) Owns(name string) bool {
@@ -17,7 +18,7 @@ func (t Topics) Owns(name string) bool {
 		return false
 	}
 	rest, ok = strings.CutPrefix(rest, ".")
-	return ok && (rest == "ingress" || rest == "dlq" || rest == "control" || strings.HasPrefix(rest, "level."))
+	return ok && (rest == "ingress" || rest == "dlq" || rest == "control" || rest == "schedules" || strings.HasPrefix(rest, "level."))
 }
 
 // CheckTarget says why name cannot be a kdelay-target, or returns nil. set is

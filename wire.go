@@ -71,3 +71,7 @@ func (t Topics) Control() string { return t.prefix() + ".control" }
 
 // DLQ is the dead-letter topic: "kdelay.dlq".
 func (t Topics) DLQ() string { return t.prefix() + ".dlq" }
+
+// Schedules is the compacted topic of recurring schedules (see
+// HeaderSchedule), keyed by schedule id: "kdelay.schedules".
+func (t Topics) Schedules() string { return t.prefix() + ".schedules" }
