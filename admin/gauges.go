@@ -19,6 +19,12 @@ var (
 	pausedDesc = prometheus.NewDesc(Namespace+"_paused_partitions",
 		"Partitions of the level this kdelay does not fetch from, because their buffered records are not due soon or its memory share is full.",
 		[]string{"level"}, nil)
+	bufferedDesc = prometheus.NewDesc(Namespace+"_buffered_bytes",
+		"What the records this kdelay holds for the level count against max-buffered-bytes: fetched and not handed on, or handed on and not yet acknowledged, each its key, value and headers plus 640 bytes of bookkeeping.",
+		[]string{"level"}, nil)
+	borrowedDesc = prometheus.NewDesc(Namespace+"_buffer_borrowed_bytes",
+		"Of kdelay_buffered_bytes, what the level holds beyond its reserve, borrowed from the pool its forwarders share.",
+		[]string{"level"}, nil)
 	commandsLiveDesc = prometheus.NewDesc(Namespace+"_commands_live",
 		"Commands (cancel, reschedule, run-now) this kdelay keeps in memory: those written within the largest level plus retention-headroom. Every kdelay reads them all: aggregate with max.",
 		nil, nil)
@@ -34,7 +40,7 @@ var (
 type gauges struct{ s *Server }
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, commandsLiveDesc, commandsDesc, readyDesc} {
+	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, commandsLiveDesc, commandsDesc, readyDesc} {
 		ch <- d
 	}
 }
@@ -50,6 +56,8 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(oldestDueDesc, prometheus.GaugeValue, age, l.Level)
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(l.Paused), l.Level)
+		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(l.Buffered), l.Level)
+		ch <- prometheus.MustNewConstMetric(borrowedDesc, prometheus.GaugeValue, float64(l.Borrowed), l.Level)
 	}
 	cs := s.cfg.Forwarder.Commands()
 	ch <- prometheus.MustNewConstMetric(commandsLiveDesc, prometheus.GaugeValue, float64(cs.Live))

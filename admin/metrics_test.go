@@ -83,7 +83,7 @@ func TestMetrics(t *testing.T) {
 		}
 	})
 	t.Run("gauges for every level", func(t *testing.T) {
-		for _, name := range []string{"kdelay_pending_records", "kdelay_oldest_due_age_seconds", "kdelay_paused_partitions"} {
+		for _, name := range []string{"kdelay_pending_records", "kdelay_oldest_due_age_seconds", "kdelay_paused_partitions", "kdelay_buffered_bytes", "kdelay_buffer_borrowed_bytes"} {
 			for _, level := range []string{"ingress", "1s", "2s"} {
 				if _, ok := value(samples, name, map[string]string{"level": level}); !ok {
 					t.Errorf("no %s{level=%q}", name, level)

@@ -1,6 +1,11 @@
 package forwarder
 
-import "github.com/twmb/franz-go/pkg/kgo"
+import (
+	"sort"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
 
 // recordOverhead is what one record held costs beyond its key, value and
 // headers: the fetched record, its entry, the record produced and its
@@ -108,13 +113,13 @@ func (b *buffer) wakeAfter(borrow bool) int64 {
 }
 
 // throttle pauses every partition that holds records once the buffer is
-// full, and resumes them once it has room again. A worker holding nothing
-// for a later time (waits) may borrow from the pool beyond its limit. While
-// full, it also pauses a partition that just brought its one fetch, and
-// every partition at once while nothing held waits long for a time (see
-// pauseIdle).
+// full, and resumes them once it has room again. A worker may borrow from
+// the pool beyond its limit while what it holds for later fits in its
+// limit (mayBorrow). While full, it also pauses a partition that just
+// brought its one fetch, and every partition at once while nothing held
+// waits long for a time (see pauseIdle).
 func (w *worker) throttle() {
-	borrow := !w.waits()
+	borrow := w.mayBorrow()
 	changed := w.buf.update(borrow)
 	idle := w.buf.full && !w.waitsLong()
 	// The whole topic is paused before its partitions one by one, and
@@ -182,10 +187,45 @@ func (w *worker) pauseIdle(pause bool) {
 	}
 }
 
-// waits reports whether the worker holds a record it will not hand on within
-// a round trip: waitsLong, or a remainder held in memory until its time. A
-// worker that waits borrows nothing from the pool (pool.go).
-func (w *worker) waits() bool { return len(w.held) > 0 || w.waitsLong() }
+// mayBorrow reports whether the worker may hold more than its limit,
+// borrowing from the pool: while what it holds for later fits in its limit,
+// so that what it borrows is spent on records due within the smallest level
+// and comes back within it. Records due later wait in Kafka rather than in
+// the pool, where they would keep another forwarder's due records out: at
+// 10,000 records/s a level of 10s borrowed 10 MB of records it fetched 5 s
+// ahead while the level of 1s, whose records were due, could not fetch
+// (docs/BENCHMARKS.md, "Sustained rate"). A remainder held below the
+// smallest level is due within it; until 2026-11-25 one such remainder kept
+// a forwarder from borrowing at all, and a level of 1s holding remainders
+// at 5,000 records/s was held to its reserve and delivered seconds late.
+func (w *worker) mayBorrow() bool { return w.later(w.cfg.NowFunc()) < w.buf.limit }
+
+// later is what the worker holds that is not due within the smallest level
+// from now: the queued records due after it, and records held for a retry
+// after a failed produce, which may last until DeliveryTimeout. A remainder
+// held below the smallest level is due within it, and a record produced and
+// not yet acknowledged comes back within a round trip.
+func (w *worker) later(now time.Time) int64 {
+	horizon := now.Add(w.cfg.Levels.Smallest().Delay)
+	var n int64
+	for _, p := range w.parts {
+		k := len(p.queue)
+		if k == 0 || !w.releaseAt(p.queue[k-1], now).After(horizon) {
+			continue
+		}
+		// A partition's records are due in offset order, as kdelay writes
+		// them; its queued bytes are shared out by count, the records of
+		// one topic being alike in size.
+		i := sort.Search(k, func(i int) bool { return w.releaseAt(p.queue[i], now).After(horizon) })
+		n += p.queued * int64(k-i) / int64(k)
+	}
+	for _, e := range w.held {
+		if e.attempts > 0 {
+			n += e.size
+		}
+	}
+	return n
+}
 
 // waitsLong reports whether the worker holds a record it may not hand on
 // within the smallest level: a partition's buffered records not due soon, or
@@ -212,9 +252,8 @@ func (w *worker) waitsLong() bool {
 // and the records taken from it the broker has not acknowledged. Late acks
 // for it are ignored, so nothing is released twice.
 func (w *worker) forgetBuffered(p *partition) {
-	for _, r := range p.queue {
-		w.buf.release(recordSize(r))
-	}
+	w.buf.release(p.queued)
+	p.queued = 0
 	for _, e := range p.window {
 		if !e.done {
 			w.buf.release(e.size)

@@ -158,7 +158,8 @@ type Config struct {
 	// FetchMaxWait bounds how long a fetch waits for new records. A
 	// partition resumed while a fetch is in flight is fetched after it ends,
 	// so a paused partition is resumed this long (plus CheckInterval) before
-	// its last buffered record is due. Default DefaultFetchMaxWait, 5s.
+	// its last buffered record is due, unless memory is pressed (see
+	// MaxBufferedBytes). Default DefaultFetchMaxWait, 5s.
 	FetchMaxWait time.Duration
 
 	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
@@ -167,10 +168,14 @@ type Config struct {
 	// kdelay and the client keep for it (about 640 bytes). Half of it is
 	// reserved in equal parts by the ingress and each level forwarder, so a
 	// burst in one never keeps another from fetching; a quarter is a pool
-	// that a forwarder borrows from while every record it holds is due (or
-	// due within FetchMaxWait), which it gives back as the broker
+	// that a forwarder borrows from for records due within the smallest
+	// level, while what it holds for later (due after that, or being
+	// retried) fits in its reserve, and gives back as the broker
 	// acknowledges them; the last quarter is never filled, headroom for
-	// Go's garbage collector. A forwarder that may hold no more stops fetching
+	// Go's garbage collector. While more than half the pool is lent, a
+	// paused partition resumes the smallest level, not FetchMaxWait, before
+	// its last buffered record is due, so memory goes to the records due
+	// soonest. A forwarder that may hold no more stops fetching
 	// until half its reserve, or half the pool, is free again, and may
 	// exceed what it was allowed by one fetch per partition. A burst larger
 	// than that is delivered at the pace of the broker's acknowledgements,

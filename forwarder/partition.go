@@ -13,6 +13,7 @@ import (
 type partition struct {
 	id     int32
 	queue  []*kgo.Record
+	queued int64    // what queue counts in the worker's buffer
 	window []*entry // in offset order
 
 	// next is the offset after the last record taken from the queue: the
@@ -52,13 +53,19 @@ func newPartition(id int32, from int64) *partition {
 	return &partition{id: id, committed: -1, from: from}
 }
 
-// enqueue appends fetched records to the queue.
-func (p *partition) enqueue(rs []*kgo.Record) {
+// enqueue appends fetched records to the queue and returns what they count
+// in the worker's buffer.
+func (p *partition) enqueue(rs []*kgo.Record) (size int64) {
 	if !p.fetched && len(rs) > 0 {
 		p.next = kgo.EpochOffset{Epoch: rs[0].LeaderEpoch, Offset: rs[0].Offset}
 		p.fetched = true
 	}
 	p.queue = append(p.queue, rs...)
+	for _, r := range rs {
+		size += recordSize(r)
+	}
+	p.queued += size
+	return size
 }
 
 // take moves the head of the queue into the window.
@@ -68,6 +75,7 @@ func (p *partition) take() *entry {
 	p.queue = p.queue[1:]
 	p.next = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
 	e := &entry{part: p, src: r, size: recordSize(r)}
+	p.queued -= e.size
 	p.window = append(p.window, e)
 	return e
 }

@@ -5,8 +5,7 @@ import "sync/atomic"
 // MaxBufferedBytes is split in three. Half is reserved: each forwarder may
 // always hold its equal part of it (buffer.limit), so a burst in one never
 // keeps another from fetching. A quarter is a bufferPool that forwarders
-// borrow from while every record they hold is on its way out (due, or due
-// within a fetch wait). The last quarter is never filled with records: Go's
+// borrow from for records due soon (see "Who borrows"). The last quarter is never filled with records: Go's
 // heap grows to about twice what is live before it collects, and that
 // headroom keeps the default within a 128 MiB container. Measured with a
 // burst of 1,000,000 records due at once on Apache Kafka: peak RSS 79 MB
@@ -19,11 +18,19 @@ import "sync/atomic"
 // waiting for its acknowledgements, never fetching while it produced: a
 // quarter of a raw copy's throughput (docs/BENCHMARKS.md). A pool of 16 MiB
 // moves records as fast as one of 32 MiB did: the ingress of the throughput
-// benchmark held up to 13 MB. Borrowed bytes come back within a produce
-// round trip, since the records holding them are being produced; a
-// forwarder that holds a record for a later time (a remainder below the
-// smallest level, a retry, a level's record not due yet) borrows no more,
-// so the pool is never tied up for a level's length.
+// benchmark held up to 13 MB. Under a steady load the same holds for the
+// levels records pass through: a level of 1s holds a second of its records,
+// more than its reserve from a few thousand records a second.
+//
+// Who borrows: a forwarder may hold beyond its reserve while what it holds
+// for later, records due after the smallest level from now or held for a
+// retry, fits in its reserve (worker.mayBorrow). So what it borrows is spent
+// on records due within the smallest level, and comes back within it; the
+// pool is never tied up for a level's length, and records due later wait in
+// Kafka, not in memory another forwarder's due records need. Once more than
+// half the pool is lent (pressed), forwarders fetch ahead only what is due
+// within the smallest level rather than FetchMaxWait (worker.resumeLead):
+// memory goes to the records due soonest.
 //
 // The bound stays what Config.MaxBufferedBytes says, and more than kept:
 // the reserves and the pool add up to three quarters of it, and each
@@ -66,6 +73,10 @@ func (p *bufferPool) room() bool { return p != nil && p.lent.Load() < p.limit }
 // whole fetch arrives before the next pause, as a full buffer resumes at
 // half its reserve.
 func (p *bufferPool) drained() bool { return p != nil && p.lent.Load() <= p.limit/2 }
+
+// pressed reports whether more than half the pool is lent: forwarders then
+// fetch ahead only what is due within the smallest level (resumeLead).
+func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.limit/2 }
 
 // toDrain is how many bytes must be given back before drained.
 func (p *bufferPool) toDrain() int64 { return p.lent.Load() - p.limit/2 }

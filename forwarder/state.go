@@ -29,6 +29,11 @@ type LevelState struct {
 	// longer than it should: a stuck partition, a produce being retried.
 	OldestDue time.Time
 
+	// Buffered is what its records held now count against
+	// MaxBufferedBytes (see Config.MaxBufferedBytes); Borrowed, how much of
+	// it is borrowed from the pool the forwarders share beyond its reserve.
+	Buffered, Borrowed int64
+
 	Stats Stats // what it did so far
 }
 
@@ -51,6 +56,7 @@ func (w *worker) state(now time.Time) LevelState {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	s.Stats = w.stats
+	s.Buffered, s.Borrowed = w.buf.bytes, max(w.buf.bytes-w.buf.limit, 0)
 	for _, p := range w.parts {
 		s.Partitions++
 		if p.paused {
