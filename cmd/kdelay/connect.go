@@ -13,7 +13,9 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/fleet"
 )
 
 // answerTimeout bounds how long send and tail wait for a broker to answer
@@ -30,6 +32,21 @@ func connect(ctx context.Context, cfg config.Config, opts ...kgo.Opt) (*kgo.Clie
 		return nil, err
 	}
 	return newClient(cfg, opts...)
+}
+
+// openFleet is what status, dlq and the commands read and write the fleet
+// with, once a broker answers at cfg's address.
+func openFleet(ctx context.Context, cfg config.Config) (*fleet.Fleet, error) {
+	if err := probe(ctx, cfg); err != nil {
+		return nil, err
+	}
+	return fleet.New(fleetConfig(cfg))
+}
+
+// fleetConfig is the fleet cfg's serve runs.
+func fleetConfig(cfg config.Config) fleet.Config {
+	return fleet.Config{Brokers: cfg.Seeds(), ClientOpts: cfg.ClientOpts(), Topics: kdelay.Topics{Prefix: cfg.TopicPrefix},
+		Group: cfg.Group, Levels: cfg.Levels, MaxDelay: cfg.MaxDelay}
 }
 
 // newClient makes a Kafka client for cfg's brokers, with its TLS and SASL

@@ -10,11 +10,11 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/fleet"
 )
 
 // afterDelivery is what every command's help says about a message delivered
@@ -124,49 +124,30 @@ func oneID(name string) cobra.PositionalArgs {
 	}
 }
 
-// record builds the command record and checks it with the server's own
-// rules (kdelay.ParseCommand), so a command kdelay would refuse is refused
-// here with the same reason. Its timestamp is set here, to the millisecond
-// Kafka keeps, because --delay counts from it. The delay and the time go
-// as the user wrote them, as with send: kdelay reads the same forms.
+// record builds the command record with fleet.CommandRecord, once the flags
+// are checked as a person typed them.
 func (f commandFlags) record(name, id string, rules kdelay.Rules, now time.Time) (*kgo.Record, kdelay.Command, error) {
-	now = now.Truncate(time.Millisecond)
-	hs := []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(name)}}
-	switch {
-	case name == kdelay.CommandReschedule && (f.delay == "") == (f.at == ""):
+	if name == kdelay.CommandReschedule && (f.delay == "") == (f.at == "") {
 		return nil, kdelay.Command{}, errors.New("set exactly one of --delay (e.g. 30s) and --at (e.g. 2026-11-22T08:00:00Z)")
-	case f.delay != "":
-		hs = append(hs, kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte(f.delay)})
-	case f.at != "":
-		hs = append(hs, kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(f.at)})
 	}
 	if err := checkDueFlags(f.delay, f.at); err != nil {
 		return nil, kdelay.Command{}, err
 	}
-	// An empty value, not a null one: a null value is a tombstone, which
-	// only kdelay writes.
-	r := &kgo.Record{Topic: rules.Topics.Control(), Key: []byte(id), Value: []byte{}, Headers: hs, Timestamp: now}
-	c, err := kdelay.ParseCommand(now, r.Key, r.Headers, rules)
-	if err != nil {
-		return nil, kdelay.Command{}, fmt.Errorf("kdelay would refuse this command: %w", err)
-	}
-	return r, c, nil
+	return fleet.CommandRecord(name, id, f.delay, f.at, rules, now)
 }
 
 // writeCommand produces r, waits for the acknowledgement and says what
 // kdelay will do.
 func writeCommand(ctx context.Context, cfg config.Config, r *kgo.Record, c kdelay.Command, out io.Writer) error {
-	cl, err := connect(ctx, cfg)
+	fl, err := openFleet(ctx, cfg)
 	if errors.Is(err, context.Canceled) {
 		return errors.New("interrupted before the command was sent: it was not written")
 	} else if err != nil {
 		return err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
-	defer cancel()
-	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		if errors.Is(err, kerr.UnknownTopicOrPartition) {
+	defer fl.Close()
+	if err := fl.WriteCommand(ctx, r); err != nil {
+		if missing := (*fleet.MissingTopicError)(nil); errors.As(err, &missing) {
 			brokers := strings.Join(cfg.Seeds(), ",")
 			return fmt.Errorf("topic %s does not exist on %s: kdelay serve creates it at start (a kdelay older than commands does not: upgrade it), or check --topic-prefix; "+
 				"if you create kdelay's topics yourself, create it compacted: kafka-topics.sh --bootstrap-server %s --create --topic %s --config cleanup.policy=compact,delete",
@@ -174,26 +155,7 @@ func writeCommand(ctx context.Context, cfg config.Config, r *kgo.Record, c kdela
 		}
 		return sendFailed(err, r.Topic, cfg.Seeds())
 	}
-	fmt.Fprintf(out, "%s %s: written to %s (partition %d, offset %d); %s\n", c.Name, c.ID, r.Topic, r.Partition, r.Offset, willDo(c, r.Timestamp))
+	fmt.Fprintf(out, "%s %s: written to %s (partition %d, offset %d); %s\n", c.Name, c.ID, r.Topic, r.Partition, r.Offset, fleet.WillDo(c, r.Timestamp))
 	fmt.Fprintf(out, "If %s was delivered already, this cannot undo it: its target topic holds it with header kdelay-id=%s, and kdelay logs command_unmatched when a command matched no record.\n", c.ID, c.ID)
 	return nil
-}
-
-// willDo says what kdelay does with the message once it has read c, written
-// at now: "in 30s" for --delay 30s.
-func willDo(c kdelay.Command, now time.Time) string {
-	due := c.Due.UTC().Format(timeFormat)
-	switch c.Name {
-	case kdelay.CommandCancel:
-		// A cancel for an id nothing holds is written and kept all the
-		// same (it cancels a record with that id sent while it is kept):
-		// nothing here knows what the level topics hold.
-		return fmt.Sprintf("if a message with kdelay-id %s is pending, kdelay will not deliver it. Whether one is, kdelay cannot tell here: the cancel is recorded either way.", c.ID)
-	case kdelay.CommandRunNow:
-		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, due)
-	}
-	if past := alreadyDue(c.Due, now); past != "" {
-		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, past)
-	}
-	return fmt.Sprintf("kdelay will deliver %s at %s (in %s), and not at its old time.", c.ID, due, c.Due.Sub(now).Round(time.Millisecond))
 }

@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 	"text/tabwriter"
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
 
-	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/fleet"
 )
 
 // flushEvery is how many rows of a listing are aligned together: a table
@@ -43,13 +43,13 @@ Both read the topic up to the end it has when they start, and stop there.`,
 }
 
 // addFilterFlags adds the flags that select dead letters.
-func addFilterFlags(cmd *cobra.Command, f *filter) {
-	cmd.Flags().StringVar(&f.reason, "reason", "", "only dead letters whose reason contains this text, in any case")
-	cmd.Flags().StringVar(&f.target, "target", "", "only dead letters for this target topic")
+func addFilterFlags(cmd *cobra.Command, f *fleet.Filter) {
+	cmd.Flags().StringVar(&f.Reason, "reason", "", "only dead letters whose reason contains this text, in any case")
+	cmd.Flags().StringVar(&f.Target, "target", "", "only dead letters for this target topic")
 }
 
 func newDLQList() *cobra.Command {
-	var f filter
+	var f fleet.Filter
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   "list [--reason TEXT] [--target TOPIC] [--json]",
@@ -92,13 +92,13 @@ type listedLetter struct {
 	AgeSeconds float64   `json:"age_seconds"`
 }
 
-func listDLQ(ctx context.Context, cfg config.Config, f filter, asJSON bool, out, progress io.Writer) error {
-	cl, err := connect(ctx, cfg)
+func listDLQ(ctx context.Context, cfg config.Config, f fleet.Filter, asJSON bool, out, progress io.Writer) error {
+	fl, err := openFleet(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	topic := kdelay.Topics{Prefix: cfg.TopicPrefix}.DLQ()
+	defer fl.Close()
+	topic := fl.Config().Topics.DLQ()
 	now := time.Now()
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', 0)
 	enc := json.NewEncoder(out)
@@ -106,22 +106,22 @@ func listDLQ(ctx context.Context, cfg config.Config, f filter, asJSON bool, out,
 		fmt.Fprintln(tw, "AGE\tSOURCE\tTARGET\tID\tREASON")
 	}
 	read, shown := 0, 0
-	err = readDLQ(ctx, cfg, kadm.NewClient(cl), topic, progress, func(d deadLetter) {
+	err = fl.DeadLetters(ctx, sayProgress(progress, topic), func(d fleet.DeadLetter) {
 		read++
-		if !f.match(d) {
+		if !f.Match(d) {
 			return
 		}
 		shown++
 		if asJSON {
-			_ = enc.Encode(listedLetter{Place: d.place(), Source: d.source, Target: d.target, ID: d.id(), Reason: d.reason,
-				Truncated: d.truncated, Time: d.rec.Timestamp.UTC(), AgeSeconds: d.age(now).Seconds()})
+			_ = enc.Encode(listedLetter{Place: d.Place(), Source: d.Source, Target: d.Target, ID: d.ID(), Reason: d.Reason,
+				Truncated: d.Truncated, Time: d.Record.Timestamp.UTC(), AgeSeconds: d.Age(now).Seconds()})
 			return
 		}
-		reason := d.reason
-		if d.truncated != "" {
-			reason += " [truncated " + d.truncated + ": cannot be replayed]"
+		reason := d.Reason
+		if d.Truncated != "" {
+			reason += " [truncated " + d.Truncated + ": cannot be replayed]"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ageText(d.age(now)), d.source, orDash(d.target), d.id(), reason)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ageText(d.Age(now)), d.Source, orDash(d.Target), d.ID(), reason)
 		if shown%flushEvery == 0 {
 			_ = tw.Flush() // a long listing shows as it goes, not all at the end
 		}
@@ -129,6 +129,19 @@ func listDLQ(ctx context.Context, cfg config.Config, f filter, asJSON bool, out,
 	if !asJSON {
 		_ = tw.Flush()
 		fmt.Fprintf(progress, "listed %d of %s in %s\n", shown, plural(read, "dead letter"), topic)
+	}
+	return dlqFailed(err, cfg)
+}
+
+// sayProgress says how far a long read of topic got, on w.
+func sayProgress(w io.Writer, topic string) fleet.Progress {
+	return func(read, total int64) { fmt.Fprintf(w, "read %d of %d records of %s\n", read, total, topic) }
+}
+
+// dlqFailed says which flag fixes a dead-letter topic that does not exist.
+func dlqFailed(err error, cfg config.Config) error {
+	if missing := (*fleet.MissingTopicError)(nil); errors.As(err, &missing) {
+		return fmt.Errorf("topic %s does not exist on %s: check --topic-prefix, or start kdelay serve (it creates it)", missing.Topic, strings.Join(cfg.Seeds(), ","))
 	}
 	return err
 }

@@ -2,8 +2,9 @@ package main
 
 import (
 	"fmt"
-	"strconv"
 	"time"
+
+	"github.com/kdelay/kdelay/fleet"
 )
 
 // The --delay and --at of send and reschedule become the kdelay-delay and
@@ -15,50 +16,14 @@ import (
 // milliseconds, before anything is written; the headers take them still.
 
 // checkDueFlags refuses the --delay or --at a person cannot have meant as
-// kdelay reads it.
+// kdelay reads it (fleet.CheckDue), naming the flag.
 func checkDueFlags(delay, at string) error {
-	if err := checkDelayFlag(delay); err != nil {
-		return err
+	if err := fleet.CheckDue(delay, at); err != nil {
+		return fmt.Errorf("--%w", err) // fleet's message starts with the field's name
 	}
-	return checkAtFlag(at)
-}
-
-// checkDelayFlag refuses a --delay that is a number without a unit: "5" is
-// 5ms to kdelay, and a person typing it more likely meant 5s. Zero is zero
-// in any unit.
-func checkDelayFlag(v string) error {
-	if n, err := strconv.ParseInt(v, 10, 64); err != nil || n <= 0 {
-		return nil // a Go duration, 0, or a mistake kdelay.ParseDelay names
-	}
-	return fmt.Errorf("--delay %s has no unit: did you mean %ss, or %sms? (a Go duration such as 90s or 1h30m)", v, v, v)
-}
-
-// Unix seconds have had ten digits since 2001 (1e9) and keep them until
-// 2286; read as milliseconds, any of them falls in the first months of 1970.
-const (
-	secondsFrom  = 1_000_000_000
-	secondsUntil = 10_000_000_000
-)
-
-// checkAtFlag refuses an --at of ten digits: `date +%s`, unix seconds, which
-// kdelay would read as milliseconds, a time in 1970, and deliver at once.
-// As milliseconds it would be a due time decades past, which nobody means.
-func checkAtFlag(v string) error {
-	n, err := strconv.ParseInt(v, 10, 64)
-	if err != nil || n < secondsFrom || n >= secondsUntil {
-		return nil
-	}
-	meant := time.Unix(n, 0).UTC().Format(time.RFC3339)
-	return fmt.Errorf("--at %s looks like unix seconds (%s), and kdelay reads a number as milliseconds (%s): give %d000, or RFC 3339 such as %s",
-		v, meant, time.UnixMilli(n).UTC().Format(timeFormat), n, meant)
+	return nil
 }
 
 // alreadyDue says that a due time before now, the record's timestamp, has
-// passed; "" when it has not. Only --at can be in the past: a delay is never
-// negative.
-func alreadyDue(due, now time.Time) string {
-	if !due.Before(now) {
-		return ""
-	}
-	return due.UTC().Format(timeFormat) + " is already past"
-}
+// passed; "" when it has not.
+func alreadyDue(due, now time.Time) string { return fleet.AlreadyDue(due, now) }

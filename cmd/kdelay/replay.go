@@ -9,15 +9,14 @@ import (
 	"strings"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/fleet"
 )
 
 func newDLQReplay() *cobra.Command {
-	var f filter
+	var f fleet.Filter
 	var all bool
 	cmd := &cobra.Command{
 		Use:   "replay (SOURCE... | --reason TEXT | --target TOPIC | --all)",
@@ -46,12 +45,12 @@ status is 1 if any was refused. Give the max-delay serve runs with if you raised
 				return usageError{err}
 			}
 			if len(args) > 0 {
-				f.sources = map[string]bool{}
+				f.Sources = map[string]bool{}
 				for _, s := range args {
-					f.sources[s] = true
+					f.Sources[s] = true
 				}
 			}
-			if f.empty() == !all {
+			if f.Empty() == !all {
 				return usageError{errors.New("choose the dead letters to replay: their sources (as dlq list prints them), --reason or --target; or --all for every one")}
 			}
 			return replayDLQ(cmd.Context(), cfg, f, cmd.OutOrStdout(), cmd.ErrOrStderr())
@@ -66,94 +65,34 @@ status is 1 if any was refused. Give the max-delay serve runs with if you raised
 // replayDLQ reads the DLQ, then writes the dead letters f chooses to the
 // ingress and waits for the broker to acknowledge them. Reading everything
 // first means a mistake (a source that is not there) replays nothing.
-func replayDLQ(ctx context.Context, cfg config.Config, f filter, out, progress io.Writer) error {
-	cl, err := connect(ctx, cfg)
+func replayDLQ(ctx context.Context, cfg config.Config, f fleet.Filter, out, progress io.Writer) error {
+	fl, err := openFleet(ctx, cfg)
 	if err != nil {
 		return err
 	}
-	defer cl.Close()
-	rules := kdelay.Rules{Topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, MaxDelay: cfg.MaxDelay}
-	chosen, err := choose(ctx, cfg, kadm.NewClient(cl), rules.Topics.DLQ(), f, progress)
-	if err != nil {
-		return err
+	defer fl.Close()
+	topics := fl.Config().Topics
+	chosen, err := fl.Choose(ctx, f, sayProgress(progress, topics.DLQ()))
+	if unknown := (*fleet.UnknownSourcesError)(nil); errors.As(err, &unknown) {
+		return fmt.Errorf("no dead letter in %s has source %s (and reason and target as asked): kdelay dlq list shows the sources; nothing was replayed",
+			unknown.Topic, strings.Join(unknown.Sources, ", "))
+	} else if err != nil {
+		return dlqFailed(err, cfg)
 	}
-	var recs []replayed
-	var refused []string
-	for _, d := range chosen {
-		r, err := d.replay(rules)
-		if err != nil {
-			refused = append(refused, fmt.Sprintf("%s not replayed: %v", d.source, err))
-			continue
-		}
-		recs = append(recs, replayed{r, d})
-	}
-	err = produceReplays(ctx, cl, recs, cfg, out)
-	fmt.Fprintf(progress, "replayed %d of %s to %s\n", len(recs), plural(len(chosen), "chosen dead letter"), rules.Topics.Ingress())
-	if len(refused) > 0 {
-		err = errors.Join(append([]error{err}, errors.New(strings.Join(refused, "\n")))...)
-	}
-	return err
-}
-
-// choose reads the DLQ and returns the dead letters f matches, one per
-// source: a source dead-lettered twice (kdelay crashed after writing the
-// dead letter, before committing) is replayed once.
-func choose(ctx context.Context, cfg config.Config, adm *kadm.Client, topic string, f filter, progress io.Writer) ([]deadLetter, error) {
-	var chosen []deadLetter
-	seen := map[string]bool{}
-	err := readDLQ(ctx, cfg, adm, topic, progress, func(d deadLetter) {
-		if f.match(d) && !seen[d.source] {
-			seen[d.source] = true
-			chosen = append(chosen, d)
-		}
-	})
-	if err != nil {
-		return nil, err
-	}
-	var missing []string
-	for s := range f.sources {
-		if !seen[s] {
-			missing = append(missing, s)
+	var errs, refused []error
+	written := 0
+	for _, r := range fl.Replay(ctx, chosen) {
+		d := r.Letter
+		switch {
+		case r.Refused != nil:
+			refused = append(refused, fmt.Errorf("%s not replayed: %w", d.Source, r.Refused))
+		case r.Err != nil:
+			errs = append(errs, fmt.Errorf("%s not replayed: %w", d.Source, sendFailed(r.Err, r.Record.Topic, cfg.Seeds())))
+		default:
+			written++
+			fmt.Fprintf(out, "replayed %s id=%s as %s\n", d.Source, d.ID(), kdelay.Source(r.Record.Topic, r.Record.Partition, r.Record.Offset))
 		}
 	}
-	switch {
-	case len(missing) > 0:
-		return nil, fmt.Errorf("no dead letter in %s has source %s (and reason and target as asked): kdelay dlq list shows the sources; nothing was replayed",
-			topic, strings.Join(missing, ", "))
-	case len(chosen) == 0:
-		return nil, fmt.Errorf("no dead letter in %s matches %s: nothing to replay", topic, f.describe())
-	}
-	return chosen, nil
-}
-
-// replayed is a record written to the ingress for a dead letter.
-type replayed struct {
-	rec *kgo.Record
-	d   deadLetter
-}
-
-// produceReplays writes the records of recs to the ingress, in the DLQ's
-// order, so those of one key stay in order, and prints, for each, the dead
-// letter's source, the id it goes with and where it was written.
-func produceReplays(ctx context.Context, cl *kgo.Client, recs []replayed, cfg config.Config, out io.Writer) error {
-	if len(recs) == 0 {
-		return nil
-	}
-	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
-	defer cancel()
-	of := map[*kgo.Record]deadLetter{}
-	rs := make([]*kgo.Record, len(recs))
-	for i, r := range recs {
-		rs[i], of[r.rec] = r.rec, r.d
-	}
-	var errs []error
-	for _, res := range cl.ProduceSync(ctx, rs...) {
-		d := of[res.Record]
-		if res.Err != nil {
-			errs = append(errs, fmt.Errorf("%s not replayed: %w", d.source, sendFailed(res.Err, res.Record.Topic, cfg.Seeds())))
-			continue
-		}
-		fmt.Fprintf(out, "replayed %s id=%s as %s\n", d.source, d.id(), kdelay.Source(res.Record.Topic, res.Record.Partition, res.Record.Offset))
-	}
-	return errors.Join(errs...)
+	fmt.Fprintf(progress, "replayed %d of %s to %s\n", written, plural(len(chosen), "chosen dead letter"), topics.Ingress())
+	return errors.Join(append(errs, refused...)...)
 }

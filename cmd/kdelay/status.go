@@ -1,7 +1,6 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -15,18 +14,10 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
-	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kerr"
 
-	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
-	"github.com/kdelay/kdelay/forwarder"
-	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/fleet"
 )
-
-// statusTimeout bounds the whole of `kdelay status` once a broker answered:
-// a few admin requests and one fetch per partition with records.
-const statusTimeout = 30 * time.Second
 
 func newStatus() *cobra.Command {
 	var asJSON bool
@@ -70,114 +61,22 @@ the topic-prefix, group and levels serve runs with (flags, KDELAY_* or --config)
 	return cmd
 }
 
-// stage is one forwarder of a kdelay fleet as status sees it from Kafka:
-// the topic it reads, the consumer group it reads it with and how long a
-// record waits there. The group names are forwarder.Config.Group's:
-// "<group>.ingress" and "<group>.level.<name>".
-type stage struct {
-	name, topic, group string
-	wait               time.Duration
-	configured         bool // false for a dropped level serve drains
-}
-
-func stages(cfg config.Config) []stage {
-	t := kdelay.Topics{Prefix: cfg.TopicPrefix}
-	ss := []stage{{name: "ingress", topic: t.Ingress(), group: forwarder.IngressGroup(cfg.Group), configured: true}}
-	for _, l := range cfg.Levels {
-		ss = append(ss, levelStage(cfg, l, true))
-	}
-	return ss
-}
-
-func levelStage(cfg config.Config, l levels.Level, configured bool) stage {
-	return stage{name: l.Name, topic: kdelay.Topics{Prefix: cfg.TopicPrefix}.Level(l.Name),
-		group: forwarder.LevelGroup(cfg.Group, l.Name), wait: l.Delay, configured: configured}
-}
-
-// levelStatus is one line of `kdelay status`, and one object of --json.
-type levelStatus struct {
-	Level      string `json:"level"` // "ingress", or the level's name
-	Topic      string `json:"topic"`
-	Group      string `json:"group"`
-	Configured bool   `json:"configured"` // false: a dropped level, drained by serve
-	Partitions int    `json:"partitions"`
-	Pending    int64  `json:"pending"` // records the group has not committed
-	// OldestDue is when the earliest head leaves the topic; absent when
-	// nothing is pending or no head could be read.
-	OldestDue *time.Time `json:"oldest_due,omitempty"`
-	// HeadLateness is now minus OldestDue, in seconds: negative while the
-	// head waits.
-	HeadLateness *float64 `json:"head_lateness_seconds,omitempty"`
-	Members      int      `json:"members"`
-	State        string   `json:"state"`             // the group's: Stable, Empty, PreparingRebalance, ... or "none"
-	Problem      string   `json:"problem,omitempty"` // why a figure is missing
-}
-
 // readStatus reads every stage's figures from Kafka.
-func readStatus(ctx context.Context, cfg config.Config, now time.Time) ([]levelStatus, error) {
-	cl, err := connect(ctx, cfg)
+func readStatus(ctx context.Context, cfg config.Config, now time.Time) ([]fleet.LevelStatus, error) {
+	f, err := openFleet(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
-	defer cl.Close()
-	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
-	defer cancel()
-	adm := kadm.NewClient(cl)
-	ss, err := withDropped(ctx, adm, cfg)
-	if err != nil {
-		return nil, err
-	}
-	offs, err := readOffsets(ctx, adm, ss)
-	if err != nil {
-		return nil, err
-	}
-	st := make([]levelStatus, len(ss))
-	missing := 0
-	for i, s := range ss {
-		st[i] = offs.status(s)
-		if st[i].Partitions == 0 {
-			missing++
-		}
-	}
-	if missing == len(ss) {
+	defer f.Close()
+	st, err := f.Status(ctx, now, nil)
+	if none := (*fleet.NoTopicsError)(nil); errors.As(err, &none) {
 		return nil, fmt.Errorf("no kdelay topics with prefix %q on %s: check --topic-prefix, or start kdelay serve (it creates them)",
 			cfg.TopicPrefix, strings.Join(cfg.Seeds(), ","))
 	}
-	heads := readHeads(ctx, cfg, offs.positions(ss))
-	for i, s := range ss {
-		heads.apply(&st[i], s, now)
-	}
-	return st, nil
+	return st, err
 }
 
-// withDropped adds to the configured stages the level topics of the prefix
-// that no configured level names: serve drains them, and until it has they
-// hold records.
-func withDropped(ctx context.Context, adm *kadm.Client, cfg config.Config) ([]stage, error) {
-	ss := stages(cfg)
-	topics, err := adm.ListTopics(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("list topics: %w", err)
-	}
-	var dropped []stage
-	known := map[string]bool{}
-	for _, s := range ss {
-		known[s.topic] = true
-	}
-	for _, topic := range topics.Names() {
-		name, ok := strings.CutPrefix(topic, kdelay.Topics{Prefix: cfg.TopicPrefix}.Level(""))
-		if !ok || known[topic] {
-			continue
-		}
-		if set, err := levels.Parse([]string{name}); err == nil {
-			dropped = append(dropped, levelStage(cfg, set[0], false))
-		}
-	}
-	slices.SortFunc(dropped, func(a, b stage) int { return cmp.Compare(a.wait, b.wait) })
-	return append(ss, dropped...), nil
-}
-
-func writeStatusJSON(w io.Writer, st []levelStatus) error {
+func writeStatusJSON(w io.Writer, st []fleet.LevelStatus) error {
 	enc := json.NewEncoder(w)
 	for _, s := range st {
 		if err := enc.Encode(s); err != nil {
@@ -193,9 +92,9 @@ func writeStatusJSON(w io.Writer, st []levelStatus) error {
 //	LEVEL    TOPIC            PARTITIONS  PENDING  OLDEST DUE                HEAD LATE  MEMBERS
 //	ingress  kdelay.ingress   6           0        -                         -          1 Stable
 //	1h       kdelay.level.1h  6           3        2026-11-22T12:57:08.509Z  -59m58s    1 Stable
-func writeStatusTable(w io.Writer, st []levelStatus) error {
+func writeStatusTable(w io.Writer, st []fleet.LevelStatus) error {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	notes := slices.ContainsFunc(st, func(s levelStatus) bool { return s.Problem != "" })
+	notes := slices.ContainsFunc(st, func(s fleet.LevelStatus) bool { return s.Problem != "" })
 	head := "LEVEL\tTOPIC\tPARTITIONS\tPENDING\tOLDEST DUE\tHEAD LATE\tMEMBERS"
 	if notes {
 		head += "\tNOTE"
@@ -238,18 +137,6 @@ func ageText(d time.Duration) string {
 		return short(max(d, 0))
 	}
 	return d.Round(time.Second).String()
-}
-
-// groupState is the state of a described group, "none" when Kafka knows no
-// such group (nothing ever joined it or committed for it).
-func groupState(g kadm.DescribedGroup, ok bool) (string, error) {
-	switch {
-	case !ok, errors.Is(g.Err, kerr.GroupIDNotFound), g.Err == nil && g.State == "Dead":
-		return "none", nil
-	case g.Err != nil:
-		return "", g.Err
-	}
-	return g.State, nil
 }
 
 // plural writes n and noun, with an s unless n is 1.

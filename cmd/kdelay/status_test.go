@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kdelay/kdelay/fleet"
 )
 
 // TestStatus runs `kdelay status` against a running serve, as an operator
@@ -31,7 +33,7 @@ func TestStatus(t *testing.T) {
 	}
 	statusArgs := []string{"status", "--brokers", s.brokers, "--topic-prefix", e.prefix, "--group", e.group, "--levels", "1s,1h"}
 
-	var st map[string]levelStatus
+	var st map[string]fleet.LevelStatus
 	// The ingress commits within commit-interval (1s) of routing the records.
 	settled := eventually(20*time.Second, func() bool {
 		st = e.statusJSON(t, statusArgs)
@@ -77,13 +79,13 @@ func TestStatus(t *testing.T) {
 }
 
 // statusJSON runs status --json and returns its objects by level.
-func (e *e2e) statusJSON(t *testing.T, args []string) map[string]levelStatus {
+func (e *e2e) statusJSON(t *testing.T, args []string) map[string]fleet.LevelStatus {
 	t.Helper()
 	out := e.run(t, append(args, "--json")...)
-	st := map[string]levelStatus{}
+	st := map[string]fleet.LevelStatus{}
 	sc := bufio.NewScanner(strings.NewReader(out))
 	for sc.Scan() {
-		var l levelStatus
+		var l fleet.LevelStatus
 		if err := json.Unmarshal(sc.Bytes(), &l); err != nil {
 			t.Fatalf("status --json printed %q: %v", sc.Text(), err)
 		}

@@ -18,6 +18,7 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/fleet"
 )
 
 func newTail() *cobra.Command {
@@ -77,7 +78,7 @@ func tail(ctx context.Context, cfg config.Config, topic string, start kgo.Offset
 		if ctx.Err() != nil {
 			return nil
 		}
-		if err := fatal(fetches); err != nil {
+		if err := fleet.FetchErr(fetches); err != nil {
 			return err
 		}
 		fetches.EachRecord(func(r *kgo.Record) { fmt.Fprintln(out, line(r)) })
@@ -98,24 +99,6 @@ func sayIfMissing(ctx context.Context, cl *kgo.Client, topic string, seeds []str
 		return
 	}
 	fmt.Fprintf(progress, "kdelay: topic %s does not exist on %s yet: waiting for it to be created (Ctrl-C to stop)\n", topic, strings.Join(seeds, ","))
-}
-
-// fatal is the first error that stops tail; the client retries the others.
-func fatal(fetches kgo.Fetches) error {
-	if fetches.IsClientClosed() {
-		return errors.New("kafka client closed")
-	}
-	var err error
-	fetches.EachError(func(topic string, p int32, e error) {
-		switch {
-		case err != nil || errors.Is(e, context.Canceled):
-		case errors.Is(e, kerr.TopicAuthorizationFailed):
-			err = fmt.Errorf("consume %s/%d: %w; the broker's ACLs must allow kdelay's principal READ on %s", topic, p, e, topic)
-		default:
-			err = fmt.Errorf("consume %s/%d: %w", topic, p, e)
-		}
-	})
-	return err
 }
 
 // line is one record as tail prints it:

@@ -1,18 +1,14 @@
-package main
+package fleet
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kdelay/kdelay/config"
 )
 
 const (
@@ -26,12 +22,17 @@ const (
 	idleTimeout = 10 * time.Second
 )
 
-// readDLQ calls each for every record of topic up to the end offsets it
-// has when the read starts: records dead-lettered meanwhile are left for
-// the next run, so a read ends even while kdelay keeps writing. It says how
-// far it got on progress every progressEvery.
-func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic string, progress io.Writer, each func(deadLetter)) error {
-	from, to, total, err := dlqBounds(ctx, adm, topic, cfg)
+// Progress is how far a long read got: records read of those it set out to
+// read.
+type Progress func(read, total int64)
+
+// DeadLetters calls each for every record of the dead-letter topic up to the
+// end offsets it has when the read starts: records dead-lettered meanwhile
+// are left for the next read, so a read ends even while kdelay keeps writing.
+// It calls progress, when not nil, every 2s.
+func (f *Fleet) DeadLetters(ctx context.Context, progress Progress, each func(DeadLetter)) error {
+	topic := f.cfg.Topics.DLQ()
+	from, to, total, err := f.dlqBounds(ctx, topic)
 	if err != nil || total == 0 {
 		return err
 	}
@@ -39,7 +40,7 @@ func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic str
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)
 	}
-	cl, err := newClient(cfg, kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	cl, err := f.cfg.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
 	if err != nil {
 		return err
 	}
@@ -54,9 +55,9 @@ func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic str
 		case ctx.Err() != nil:
 			return ctx.Err()
 		case pollCtx.Err() != nil && fetches.NumRecords() == 0:
-			return fmt.Errorf("read %s: no record for %s with %d of %d records read; run it again", topic, idleTimeout, read, total)
+			return fmt.Errorf("read %s: no record for %s with %d of %d records read; read it again", topic, idleTimeout, read, total)
 		}
-		if err := fatal(fetches); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		if err := FetchErr(fetches); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 			return err
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
@@ -64,14 +65,14 @@ func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic str
 				return
 			}
 			read++
-			each(readDeadLetter(r))
+			each(ReadDeadLetter(r))
 			if r.Offset >= to[r.Partition]-1 {
 				delete(from, r.Partition)
 				cl.PauseFetchPartitions(map[string][]int32{topic: {r.Partition}})
 			}
 		})
-		if time.Since(lastSaid) >= progressEvery {
-			fmt.Fprintf(progress, "read %d of %d records of %s\n", read, total, topic)
+		if progress != nil && time.Since(lastSaid) >= progressEvery {
+			progress(read, total)
 			lastSaid = time.Now()
 		}
 	}
@@ -80,17 +81,17 @@ func readDLQ(ctx context.Context, cfg config.Config, adm *kadm.Client, topic str
 
 // dlqBounds are the offsets to read topic from and up to, by partition, for
 // the partitions that hold records, and how many records that is.
-func dlqBounds(ctx context.Context, adm *kadm.Client, topic string, cfg config.Config) (from, to map[int32]int64, total int64, err error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
+func (f *Fleet) dlqBounds(ctx context.Context, topic string) (from, to map[int32]int64, total int64, err error) {
+	starts, err := f.adm.ListStartOffsets(ctx, topic)
 	if err == nil {
 		err = starts.Error()
 	}
 	if errors.Is(err, kerr.UnknownTopicOrPartition) {
-		return nil, nil, 0, fmt.Errorf("topic %s does not exist on %s: check --topic-prefix, or start kdelay serve (it creates it)", topic, strings.Join(cfg.Seeds(), ","))
+		return nil, nil, 0, &MissingTopicError{Topic: topic, Brokers: f.cfg.Brokers}
 	} else if err != nil {
 		return nil, nil, 0, fmt.Errorf("list start offsets of %s: %w", topic, err)
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
+	ends, err := f.adm.ListEndOffsets(ctx, topic)
 	if err == nil {
 		err = ends.Error()
 	}
@@ -106,4 +107,23 @@ func dlqBounds(ctx context.Context, adm *kadm.Client, topic string, cfg config.C
 		}
 	})
 	return from, to, total, nil
+}
+
+// FetchErr is the first error of fetches that ends a read: the client
+// closed, a partition refused or failed. A cancelled fetch is not one.
+func FetchErr(fetches kgo.Fetches) error {
+	if fetches.IsClientClosed() {
+		return errors.New("kafka client closed")
+	}
+	var err error
+	fetches.EachError(func(topic string, p int32, e error) {
+		switch {
+		case err != nil || errors.Is(e, context.Canceled):
+		case errors.Is(e, kerr.TopicAuthorizationFailed):
+			err = fmt.Errorf("consume %s/%d: %w; the broker's ACLs must allow kdelay's principal READ on %s", topic, p, e, topic)
+		default:
+			err = fmt.Errorf("consume %s/%d: %w", topic, p, e)
+		}
+	})
+	return err
 }

@@ -1,17 +1,16 @@
-package main
+package fleet
 
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-
-	"github.com/kdelay/kdelay/config"
 )
 
-// headTimeout bounds how long status waits for the head records: one fetch
+// headTimeout bounds how long Status waits for the head records: one fetch
 // per partition, answered at once by a broker that has them.
 const headTimeout = 10 * time.Second
 
@@ -25,7 +24,7 @@ type heads struct {
 
 // readHeads reads the record at each position in want with a consumer of
 // its own, outside any group, so it moves no committed offset.
-func readHeads(ctx context.Context, cfg config.Config, want map[string]map[int32]int64) heads {
+func readHeads(ctx context.Context, cfg Config, want map[string]map[int32]int64) heads {
 	h := heads{want: want, got: map[string]map[int32]time.Time{}}
 	total, offsets := 0, map[string]map[int32]kgo.Offset{}
 	for topic, ps := range want {
@@ -38,7 +37,7 @@ func readHeads(ctx context.Context, cfg config.Config, want map[string]map[int32
 	if total == 0 {
 		return h
 	}
-	cl, err := newClient(cfg, kgo.ConsumePartitions(offsets),
+	cl, err := cfg.client(kgo.ConsumePartitions(offsets),
 		// A head is one record: fetch little beyond it.
 		kgo.FetchMaxPartitionBytes(64<<10), kgo.FetchMaxBytes(4<<20))
 	if err != nil {
@@ -74,20 +73,21 @@ func (h heads) has(topic string, p int32) bool {
 
 // apply sets ls's oldest due time and head lateness. A head leaves its topic
 // at its timestamp plus the stage's wait; one stamped in the future (its
-// writer's clock is ahead) leaves now, as the forwarder treats it.
-func (h heads) apply(ls *levelStatus, s stage, now time.Time) {
+// writer's clock is ahead) leaves as soon as it is the head, as the
+// forwarder treats it (it does not trust a time to come).
+func (h heads) apply(ls *LevelStatus, s Stage, now time.Time) {
 	var oldest time.Time
 	unread := 0
-	for p := range h.want[s.topic] {
-		ts, ok := h.got[s.topic][p]
+	for p := range h.want[s.Topic] {
+		ts, ok := h.got[s.Topic][p]
 		if !ok {
 			unread++
 			continue
 		}
+		due := ts.Add(s.Wait)
 		if ts.After(now) {
-			ts = now
+			due = now
 		}
-		due := ts.Add(s.wait)
 		if oldest.IsZero() || due.Before(oldest) {
 			oldest = due
 		}
@@ -100,4 +100,12 @@ func (h heads) apply(ls *levelStatus, s stage, now time.Time) {
 		msg := fmt.Sprintf("head of %s with records: %v", plural(unread, "partition"), h.err)
 		ls.Problem = strings.TrimPrefix(ls.Problem+"; "+msg, "; ")
 	}
+}
+
+// plural writes n and noun, with an s unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }

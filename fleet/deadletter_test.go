@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"slices"
@@ -50,8 +50,8 @@ func TestReplayRecord(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			t.Parallel()
-			d := readDeadLetter(tt.rec)
-			r, err := d.replay(rules)
+			d := ReadDeadLetter(tt.rec)
+			r, err := d.Replay(rules)
 			if tt.refused != "" {
 				if err == nil || !strings.Contains(err.Error(), tt.refused) {
 					t.Errorf("replay: %v, want a refusal saying %q", err, tt.refused)
@@ -69,8 +69,8 @@ func TestReplayRecord(t *testing.T) {
 				t.Errorf("replayed to %s key %q value %q at %s with headers %q\nwant kdelay.ingress, k, v, the dead letter's timestamp %s, headers %q",
 					r.Topic, r.Key, r.Value, r.Timestamp, hs, tt.rec.Timestamp, tt.headers)
 			}
-			if id, _ := header(r, kdelay.HeaderID); id != d.id() {
-				t.Errorf("replayed with id %q, dlq list shows %q: they must agree", id, d.id())
+			if id, _ := Header(r, kdelay.HeaderID); id != d.ID() {
+				t.Errorf("replayed with id %q, dlq list shows %q: they must agree", id, d.ID())
 			}
 		})
 	}
@@ -78,22 +78,22 @@ func TestReplayRecord(t *testing.T) {
 
 func TestFilter(t *testing.T) {
 	t.Parallel()
-	d := readDeadLetter(dead("kdelay.ingress/0/1", []string{"kdelay-target=orders"}))
+	d := ReadDeadLetter(dead("kdelay.ingress/0/1", []string{"kdelay-target=orders"}))
 	tests := []struct {
 		name string
-		f    filter
+		f    Filter
 		want bool
 	}{
-		{"no filter", filter{}, true},
-		{"reason in any case", filter{reason: "DOES NOT exist"}, true},
-		{"another reason", filter{reason: "max.message.bytes"}, false},
-		{"target", filter{target: "orders"}, true},
-		{"target is exact", filter{target: "order"}, false},
-		{"source", filter{sources: map[string]bool{"kdelay.ingress/0/1": true}}, true},
-		{"all must match", filter{reason: "exist", target: "payments"}, false},
+		{"no filter", Filter{}, true},
+		{"reason in any case", Filter{Reason: "DOES NOT exist"}, true},
+		{"another reason", Filter{Reason: "max.message.bytes"}, false},
+		{"target", Filter{Target: "orders"}, true},
+		{"target is exact", Filter{Target: "order"}, false},
+		{"source", Filter{Sources: map[string]bool{"kdelay.ingress/0/1": true}}, true},
+		{"all must match", Filter{Reason: "exist", Target: "payments"}, false},
 	}
 	for _, tt := range tests {
-		if got := tt.f.match(d); got != tt.want {
+		if got := tt.f.Match(d); got != tt.want {
 			t.Errorf("%s: match = %v, want %v", tt.name, got, tt.want)
 		}
 	}

@@ -1,4 +1,4 @@
-package main
+package fleet
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 )
 
-// offsets are the Kafka offsets status counts pending records by, read once
+// offsets are the Kafka offsets pending records are counted by, read once
 // for every stage.
 type offsets struct {
 	starts, ends kadm.ListedOffsets
@@ -21,11 +21,11 @@ type offsets struct {
 	groups       kadm.DescribedGroups
 }
 
-func readOffsets(ctx context.Context, adm *kadm.Client, ss []stage) (offsets, error) {
+func readOffsets(ctx context.Context, adm *kadm.Client, ss []Stage) (offsets, error) {
 	o := offsets{commits: map[string]kadm.OffsetResponses{}, commitErrs: map[string]error{}}
 	var topics, groups []string
 	for _, s := range ss {
-		topics, groups = append(topics, s.topic), append(groups, s.group)
+		topics, groups = append(topics, s.Topic), append(groups, s.Group)
 	}
 	var err error
 	if o.starts, err = adm.ListStartOffsets(ctx, topics...); err != nil {
@@ -48,30 +48,30 @@ func readOffsets(ctx context.Context, adm *kadm.Client, ss []stage) (offsets, er
 
 // status is s's line without its head: partitions, pending records and the
 // group's members.
-func (o offsets) status(s stage) levelStatus {
-	ls := levelStatus{Level: s.name, Topic: s.topic, Group: s.group, Configured: s.configured}
+func (o offsets) status(s Stage) LevelStatus {
+	ls := LevelStatus{Level: s.Name, Topic: s.Topic, Group: s.Group, Configured: s.Configured, Wait: s.Wait}
 	var problems []string
-	g, ok := o.groups[s.group]
+	g, ok := o.groups[s.Group]
 	state, err := groupState(g, ok)
 	if err != nil {
-		problems = append(problems, fmt.Sprintf("describe group %s: %v", s.group, err))
+		problems = append(problems, fmt.Sprintf("describe group %s: %v", s.Group, err))
 	}
-	ls.State, ls.Members = state, len(g.Members)
-	if err := o.commitErrs[s.group]; err != nil {
-		problems = append(problems, fmt.Sprintf("committed offsets of %s: %v; pending counts from the start", s.group, err))
+	ls.State, ls.Members, ls.Owners = state, len(g.Members), owners(g, s.Topic)
+	if err := o.commitErrs[s.Group]; err != nil {
+		problems = append(problems, fmt.Sprintf("committed offsets of %s: %v; pending counts from the start", s.Group, err))
 	}
-	ends := o.ends[s.topic]
+	ends := o.ends[s.Topic]
 	for _, p := range slices.Sorted(maps.Keys(ends)) {
 		switch end := ends[p]; {
 		case errors.Is(end.Err, kerr.UnknownTopicOrPartition) && p < 0:
-			problems = append(problems, "topic does not exist: check --topic-prefix and --levels, or start kdelay serve with them")
+			problems = append(problems, "topic does not exist: check the topic prefix and levels, or start kdelay serve with them (it creates its topics)")
 		case end.Err != nil:
 			problems = append(problems, fmt.Sprintf("partition %d: %v", p, end.Err))
 		default:
 			ls.Partitions++
-			ls.Pending += max(end.Offset-o.position(s, p), 0)
 		}
 	}
+	ls.Pending = o.pending(s)
 	ls.Problem = strings.Join(problems, "; ")
 	return ls
 }
@@ -79,9 +79,9 @@ func (o offsets) status(s stage) levelStatus {
 // position is the offset s's group reads partition p from next: its
 // committed offset, or the partition's start when it never committed (where
 // a forwarder begins) or the records it committed up to were deleted.
-func (o offsets) position(s stage, p int32) int64 {
-	next := o.starts[s.topic][p].Offset
-	if c, ok := o.commits[s.group].Lookup(s.topic, p); ok && c.Err == nil {
+func (o offsets) position(s Stage, p int32) int64 {
+	next := o.starts[s.Topic][p].Offset
+	if c, ok := o.commits[s.Group].Lookup(s.Topic, p); ok && c.Err == nil {
 		next = max(next, c.At)
 	}
 	return next
@@ -89,15 +89,15 @@ func (o offsets) position(s stage, p int32) int64 {
 
 // positions are the partitions with pending records and the offset of their
 // head, by topic.
-func (o offsets) positions(ss []stage) map[string]map[int32]int64 {
+func (o offsets) positions(ss []Stage) map[string]map[int32]int64 {
 	heads := map[string]map[int32]int64{}
 	for _, s := range ss {
-		for p, end := range o.ends[s.topic] {
+		for p, end := range o.ends[s.Topic] {
 			if at := o.position(s, p); end.Err == nil && end.Offset > at {
-				if heads[s.topic] == nil {
-					heads[s.topic] = map[int32]int64{}
+				if heads[s.Topic] == nil {
+					heads[s.Topic] = map[int32]int64{}
 				}
-				heads[s.topic][p] = at
+				heads[s.Topic][p] = at
 			}
 		}
 	}
