@@ -127,7 +127,7 @@ func (r *SweepRow) derive(span time.Duration) {
 // KeptUp reports whether the writer sent the rate asked.
 func (r SweepRow) KeptUp() bool { return r.SentRate >= keptUpShare*float64(r.Rate) }
 
-// The goals of every rate: lateness at the machine's floor, within the
+// The goals of every rate, by default: lateness at the machine's floor, within the
 // memory of the default container (128 MiB, what forwarder's default
 // max-buffered-bytes is sized for), nothing lost or early.
 const (
@@ -139,13 +139,13 @@ const (
 // sweepGoals are the goals of each row. Peak RSS is judged only for a
 // kdelay serve of its own process, as scaleGoals does; lateness only when
 // some record was judged, or no lateness would meet it.
-func sweepGoals(rows []SweepRow) []Goal {
+func sweepGoals(rows []SweepRow, p99OverFloor, maxOverFloor time.Duration) []Goal {
 	var goals []Goal
 	for _, r := range rows {
 		name := fmt.Sprintf("%d/s: ", r.Rate)
 		goals = append(goals,
-			overFloor(name+"p99 − floor p99", r, r.P99OverFloor, sweepP99OverFloor),
-			overFloor(name+"max − floor max", r, r.MaxOverFloor, sweepMaxOverFloor),
+			overFloor(name+"p99 − floor p99", r, r.P99OverFloor, p99OverFloor),
+			overFloor(name+"max − floor max", r, r.MaxOverFloor, maxOverFloor),
 		)
 		if p := r.Serve; !p.Shared && p.PeakRSS >= 0 {
 			goals = append(goals, Goal{

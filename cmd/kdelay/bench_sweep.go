@@ -75,6 +75,8 @@ takes 3 to 5 minutes on the embedded broker, the more the further serve falls be
 	fl.DurationVar(&sf.cfg.MaxDelay, "max-delay", d.MaxDelay, "longest delay; records due after a run are left pending")
 	fl.DurationVar(&sf.cfg.Warmup, "warmup", d.Warmup, "records due before this long into a run count as lost or early, not for lateness")
 	fl.DurationVar(&sf.cfg.Interval, "interval", d.Interval, "time between reads of the processes' memory and CPU from /proc")
+	fl.DurationVar(&sf.cfg.P99OverFloor, "max-p99-over-floor", d.P99OverFloor, "goal: each rate's p99 lateness less the floor's p99 at most this")
+	fl.DurationVar(&sf.cfg.MaxOverFloor, "max-over-floor", d.MaxOverFloor, "goal: each rate's max lateness less the floor's max at most this")
 	fl.BoolVar(&sf.cfg.HalfMax, "half-max", false, "first measure the maximum forwarding rate and add half of it to --rates")
 	fl.IntVar(&sf.cfg.MaxRecords, "max-records", d.MaxRecords, "with --half-max: records all due at once the maximum rate is measured over")
 	fl.StringArrayVar(&sf.cfg.ServeFlags, "serve-flag", nil, "a flag for every kdelay serve under test, e.g. --serve-flag=--max-buffered-bytes=512MiB; repeat for more")
