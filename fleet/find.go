@@ -198,8 +198,8 @@ func (f *Fleet) scan(ctx context.Context, sc scanPlan, s *Search, limits FindLim
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
 			end, ok := sc.to[r.Topic][r.Partition]
-			if !ok || r.Offset >= end {
-				return
+			if !ok || r.Offset >= end || s.Bytes >= limits.MaxBytes {
+				return // past the end, or past the limit: not read
 			}
 			s.Records++
 			s.Bytes += recordBytes(r)
@@ -216,7 +216,7 @@ func (f *Fleet) scan(ctx context.Context, sc scanPlan, s *Search, limits FindLim
 			}
 		})
 		if s.Bytes >= limits.MaxBytes && left > 0 {
-			s.Stopped = "the " + bytesText(limits.MaxBytes) + " limit"
+			s.Stopped = "the " + BytesText(limits.MaxBytes) + " limit"
 			return nil
 		}
 		if progress != nil && time.Since(lastSaid) >= progressInterval {
@@ -278,8 +278,8 @@ func recordBytes(r *kgo.Record) int64 {
 	return int64(n)
 }
 
-// bytesText is n bytes as a person reads it: 256 MiB, 12 KiB, 300 B.
-func bytesText(n int64) string {
+// BytesText is n bytes as a person reads it: 256 MiB, 12 KiB, 300 B.
+func BytesText(n int64) string {
 	switch {
 	case n >= 1<<20 && n%(1<<20) == 0:
 		return strconv.FormatInt(n>>20, 10) + " MiB"

@@ -1,0 +1,199 @@
+package console
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/fleet"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+func TestLevels(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	// In the 1h level, in offset order as kdelay writes them: one already
+	// moved on (committed), three leaving in 5 minutes, two in 50, and one
+	// stamped two hours ahead by a skewed clock.
+	f.hop("1h", "moved-on", f.now.Add(-58*time.Minute))
+	for _, id := range []string{"a", "b", "c"} {
+		f.hop("1h", id, f.now.Add(-55*time.Minute))
+	}
+	for _, id := range []string{"d", "e"} {
+		f.hop("1h", id, f.now.Add(-10*time.Minute))
+	}
+	f.hop("1h", "ahead", f.now.Add(2*time.Hour))
+	f.commit("1h", 1)
+	// In the 1m level, two overdue by a minute.
+	f.hop("1m", "late-1", f.now.Add(-2*time.Minute))
+	f.hop("1m", "late-2", f.now.Add(-2*time.Minute))
+	f.produce(&kgo.Record{Topic: f.topics.Ingress(), Value: []byte("new"), Timestamp: f.now})
+
+	code, page := f.get("/")
+	if code != http.StatusOK {
+		t.Fatalf("GET /: %d\n%s", code, page)
+	}
+	t.Run("the levels table counts what the groups have not committed", func(t *testing.T) {
+		for level, want := range map[string]string{"ingress": "1", "1m": "2", "1h": "6"} {
+			if got := pending(t, page, level); got != want {
+				t.Errorf("%s pending %s, want %s", level, got, want)
+			}
+		}
+	})
+	t.Run("the departures place each record by its timestamp plus the level", func(t *testing.T) {
+		tests := []struct {
+			level string
+			want  map[string]int64
+		}{
+			{"ingress", map[string]int64{"due now": 1}},
+			{"1m", map[string]int64{"due now": 2, "≤ 1m": 0}},
+			{"1h", map[string]int64{"due now": 0, "≤ 1m": 0, "≤ 10m": 3, "≤ 1h": 2, "stamped ahead": 1}},
+		}
+		for _, tt := range tests {
+			got := departures(t, page, tt.level)
+			for col, n := range tt.want {
+				if got[col] != n {
+					t.Errorf("%s: %d under %q, want %d (row %v)", tt.level, got[col], col, n, got)
+				}
+			}
+		}
+	})
+	t.Run("the page says what a skewed clock does", func(t *testing.T) {
+		if !strings.Contains(page, `<details id="skew">`) || !strings.Contains(page, "clock S ahead") {
+			t.Errorf("the front page does not explain a producer's skewed clock")
+		}
+	})
+	t.Run("the stylesheet is served", func(t *testing.T) {
+		if code, css := f.get("/static/console.css"); code != http.StatusOK || !strings.Contains(css, "td.bar") {
+			t.Errorf("GET /static/console.css: %d, %d bytes", code, len(css))
+		}
+	})
+}
+
+// deadLetter writes a dead letter as kdelay writes one for a record that
+// failed at the ingress: the record's own headers, then kdelay-error and
+// kdelay-source.
+func (f *fixture) deadLetter(source, target, reason string) {
+	f.t.Helper()
+	f.produce(&kgo.Record{Topic: f.topics.DLQ(), Key: []byte("k"), Value: []byte("v"), Timestamp: f.now.Add(-time.Minute), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte(target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
+		{Key: kdelay.HeaderError, Value: []byte(reason)}, {Key: kdelay.HeaderSource, Value: []byte(source)},
+	}})
+}
+
+func TestDeadLetters(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	first, second := f.topics.Ingress()+"/0/7", f.topics.Ingress()+"/0/8"
+	f.deadLetter(first, f.target, "topic does not exist")
+	f.deadLetter(second, "other", "max.message.bytes exceeded")
+
+	t.Run("the list filters by reason and target", func(t *testing.T) {
+		_, page := f.get("/deadletters?reason=EXIST&target=" + url.QueryEscape(f.target))
+		if !strings.Contains(page, `data-source="`+first+`"`) || strings.Contains(page, `data-source="`+second+`"`) || !strings.Contains(page, "1 of 2 dead letters match") {
+			t.Errorf("the filtered list shows:\n%s\nwant %s only, 1 of 2", page, first)
+		}
+	})
+	t.Run("a replay asks first, and writes nothing", func(t *testing.T) {
+		code, page := f.post("/replay", url.Values{"source": {first}})
+		if code != http.StatusOK || !strings.Contains(page, `id="confirm-replay"`) || !strings.Contains(page, `data-source="`+first+`"`) {
+			t.Errorf("POST /replay without confirm: %d\n%s\nwant a confirmation naming %s", code, page, first)
+		}
+	})
+	t.Run("a request from another site is refused", func(t *testing.T) {
+		code, page := f.post("/replay", url.Values{"source": {first}, "confirm": {"yes"}}, "Sec-Fetch-Site", "cross-site", "Origin", "https://evil.example")
+		if code != http.StatusForbidden || !strings.Contains(page, "another site") {
+			t.Errorf("cross-site POST /replay: %d\n%s\nwant 403 saying it came from another site", code, page)
+		}
+	})
+	arrivals := f.cluster.Collect(f.topics.Ingress())
+	t.Run("confirmed, it writes the chosen one to the ingress with its id", func(t *testing.T) {
+		code, page := f.post("/replay", url.Values{"source": {first}, "confirm": {"yes"}})
+		if code != http.StatusOK || !strings.Contains(page, "1 of 1 chosen dead letters were written") {
+			t.Fatalf("POST /replay confirmed: %d\n%s", code, page)
+		}
+		got := arrivals.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 1 })
+		if ids := kafkatest.IDs(got); len(got) != 1 || ids[first] != 1 {
+			t.Errorf("the ingress holds %d records with ids %v, want 1 with id %s", len(got), ids, first)
+		}
+	})
+}
+
+func TestReadOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	f.deadLetter(f.topics.Ingress()+"/0/1", f.target, "topic does not exist")
+	if _, page := f.get("/deadletters"); strings.Contains(page, `id="replay-all"`) {
+		t.Errorf("a read-only console offers a replay")
+	}
+	for _, path := range []string{"/replay", "/command"} {
+		if code, page := f.post(path, url.Values{"all": {"1"}, "name": {"cancel"}, "id": {"x"}, "confirm": {"yes"}}); code != http.StatusForbidden || !strings.Contains(page, "read-only") {
+			t.Errorf("POST %s on a read-only console: %d\n%s\nwant 403 saying it is read-only", path, code, page)
+		}
+	}
+}
+
+func TestFind(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.hop("1h", "other", f.now.Add(-time.Minute))
+	r := f.hop("1h", "order-7", f.now.Add(-time.Minute))
+	place := kdelay.Source(r.Topic, r.Partition, r.Offset)
+
+	t.Run("it says where the message waits and what it searched", func(t *testing.T) {
+		_, page := f.get("/find?id=order-7")
+		if !strings.Contains(page, "<td>"+place+"</td>") || !strings.Contains(page, "Every pending record was read") || !strings.Contains(page, "No command is in force") {
+			t.Errorf("find order-7:\n%s\nwant it at %s, a complete search, no command", page, place)
+		}
+		if !strings.Contains(page, "Searched 2 of 2 records") {
+			t.Errorf("find order-7 does not say it searched the 2 pending records:\n%s", page)
+		}
+	})
+	t.Run("a number without a unit is refused", func(t *testing.T) {
+		code, page := f.post("/command", url.Values{"name": {"reschedule"}, "id": {"order-7"}, "delay": {"30"}})
+		if code != http.StatusBadRequest || !strings.Contains(page, "delay 30 has no unit") {
+			t.Errorf("reschedule with delay 30: %d\n%s\nwant 400 saying it has no unit", code, page)
+		}
+	})
+	t.Run("a cancel asks, then is written and in force", func(t *testing.T) {
+		if _, page := f.post("/command", url.Values{"name": {"cancel"}, "id": {"order-7"}}); !strings.Contains(page, `id="confirm-command"`) {
+			t.Fatalf("POST /command without confirm:\n%s\nwant a confirmation", page)
+		}
+		control := f.cluster.Collect(f.topics.Control())
+		if code, page := f.post("/command", url.Values{"name": {"cancel"}, "id": {"order-7"}, "confirm": {"yes"}}); code != http.StatusOK || !strings.Contains(page, "Written to "+f.topics.Control()) {
+			t.Fatalf("POST /command confirmed: %d\n%s", code, page)
+		}
+		got := control.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 1 })
+		if len(got) != 1 || string(got[0].Record.Key) != "order-7" {
+			t.Fatalf("the control topic holds %d records, want the cancel of order-7", len(got))
+		}
+		if c, err := kdelay.ParseCommand(got[0].Record.Timestamp, got[0].Record.Key, got[0].Record.Headers, kdelay.Rules{}); err != nil || c.Name != kdelay.CommandCancel {
+			t.Errorf("the control record reads as %+v, %v; want a cancel", c, err)
+		}
+		if _, page := f.get("/find?id=order-7"); !strings.Contains(page, "In force: <strong>cancel</strong>") {
+			t.Errorf("find after the cancel:\n%s\nwant the cancel in force", page)
+		}
+	})
+	t.Run("a search stops at its byte limit and says so", func(t *testing.T) {
+		c, err := New(Config{Fleet: f.fleet, FindLimits: fleet.FindLimits{MaxBytes: 1}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		srv := httptest.NewServer(c)
+		defer srv.Close()
+		resp, err := http.Get(srv.URL + "/find?id=nothing")
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, page := read(t, resp)
+		if !strings.Contains(page, "Stopped by the 1 B limit") {
+			t.Errorf("a search bounded to 1 byte:\n%s\nwant it stopped by that limit", page)
+		}
+	})
+}
