@@ -10,7 +10,7 @@ import (
 // maxTableBytes is what the commands table may hold per live command,
 // beside the id's own bytes (which the control record's key brings): a
 // million live commands are then at most maxTableBytes MB, the figure
-// README and docs/BENCHMARKS.md give. A table entry of 32 bytes costs about
+// docs/CANCEL.md and docs/BENCHMARKS.md give. A table entry of 32 bytes costs about
 // 75 here, with the map's slots, control words and free room; a field of 16
 // bytes more (a string) brings that to about 95, and fails.
 const maxTableBytes = 85

@@ -11,28 +11,28 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 )
 
-// TestBenchHelpAgreesWithREADME: `kdelay bench --help` and the README's
-// "Benchmarks" section give the same time for the default run, so that a
-// user who reads one is not surprised by the other.
-func TestBenchHelpAgreesWithREADME(t *testing.T) {
+// TestBenchHelpAgreesWithDoc: `kdelay bench --help` and the "kdelay bench"
+// section of docs/COMMANDS.md give the same time for the default run, so that
+// a user who reads one is not surprised by the other.
+func TestBenchHelpAgreesWithDoc(t *testing.T) {
 	t.Parallel()
-	readme, err := os.ReadFile("../../README.md")
+	doc, err := os.ReadFile("../../docs/COMMANDS.md")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, section, ok := strings.Cut(string(readme), "\n## Benchmarks\n")
+	_, section, ok := strings.Cut(string(doc), "\n## kdelay bench\n")
 	if !ok {
-		t.Fatal(`README.md has no "## Benchmarks" section`)
+		t.Fatal(`docs/COMMANDS.md has no "## kdelay bench" section`)
 	}
 	section, _, _ = strings.Cut(section, "\n## ")
 	minutes := regexp.MustCompile(`about (\d+) minutes`)
-	inREADME := minutes.FindStringSubmatch(section)
+	inDoc := minutes.FindStringSubmatch(section)
 	inHelp := minutes.FindStringSubmatch(newBench().Long)
-	if inREADME == nil || inHelp == nil {
-		t.Fatalf("no \"about N minutes\": README %q, help %q", inREADME, inHelp)
+	if inDoc == nil || inHelp == nil {
+		t.Fatalf("no \"about N minutes\": docs/COMMANDS.md %q, help %q", inDoc, inHelp)
 	}
-	if inHelp[1] != inREADME[1] {
-		t.Errorf("kdelay bench --help says about %s minutes, README's Benchmarks section about %s", inHelp[1], inREADME[1])
+	if inHelp[1] != inDoc[1] {
+		t.Errorf("kdelay bench --help says about %s minutes, docs/COMMANDS.md's kdelay bench section about %s", inHelp[1], inDoc[1])
 	}
 }
 

@@ -15,7 +15,7 @@ import (
 )
 
 // TestEmbeddedBrokerMemory measures what the embedded broker keeps in memory
-// per record, for the README's "The embedded broker" (KDELAY_TEST_LONG=1 go
+// per record, for "The embedded broker" in docs/DEPLOYING.md (KDELAY_TEST_LONG=1 go
 // test -count=1 -v -run TestEmbeddedBrokerMemory ./cmd/kdelay). It measures
 // the heap of the whole test process, so it runs alone.
 //
@@ -73,7 +73,7 @@ func TestEmbeddedBrokerMemory(t *testing.T) {
 	t.Logf("per pending record: %d bytes of heap; per retained record: %d at the end, %d at the peak; in data-dir: %d",
 		pending/window, retained/window, peak/window, dirBytes(t, cfg.DataDir)/window)
 	if peak/window > 400 {
-		t.Errorf("a retained record takes up to %d bytes of heap; want at most 400, as the README says", peak/window)
+		t.Errorf("a retained record takes up to %d bytes of heap; want at most 400, as docs/DEPLOYING.md says", peak/window)
 	}
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"os"
 	"os/exec"
 	"regexp"
 	"slices"
@@ -204,31 +203,27 @@ func TestCommandWithoutControlTopic(t *testing.T) {
 	}
 }
 
-// The README's kcat lines write commands kdelay.ParseCommand reads as meant:
-// -K: with nothing after the colon sends an empty value, not a null one,
-// which would be a tombstone.
-func TestREADMEKcatCommands(t *testing.T) {
+// The kcat lines of docs/CANCEL.md write commands kdelay.ParseCommand reads
+// as meant: -K: with nothing after the colon sends an empty value, not a null
+// one, which would be a tombstone.
+func TestDocKcatCommands(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("kcat"); err != nil {
-		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to check the README's kcat commands")
-	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
+		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to check the kcat commands of docs/CANCEL.md")
 	}
 	var lines []string
-	for _, s := range shellSteps(t, string(readme), "## Cancel, reschedule, run now") {
+	for _, s := range shellSteps(t, "docs/CANCEL.md", "## From any other language") {
 		if strings.Contains(s.line, "| kcat -P ") {
 			lines = append(lines, s.line)
 		}
 	}
 	want := []kdelay.Command{{ID: "order-42", Name: kdelay.CommandCancel}, {ID: "order-42", Name: kdelay.CommandReschedule}, {ID: "order-42", Name: kdelay.CommandRunNow}}
 	if len(lines) != len(want) {
-		t.Fatalf("README's section has %d kcat -P lines, want %d (cancel, reschedule, run-now):\n%s", len(lines), len(want), strings.Join(lines, "\n"))
+		t.Fatalf("docs/CANCEL.md's section has %d kcat -P lines, want %d (cancel, reschedule, run-now):\n%s", len(lines), len(want), strings.Join(lines, "\n"))
 	}
 	c := setupCommandCLI(t)
 	for _, line := range lines {
-		// The README writes to the default prefix; this test to its own.
+		// The page writes to the default prefix; this test to its own.
 		line = strings.Replace(line, "-t kdelay.control", "-t "+c.topics.Control(), 1)
 		cmd := command("bash", t.TempDir(), "-c", line)
 		cmd.Env = append(cmd.Env, "KDELAY_LISTEN="+strings.Join(c.cluster.Brokers, ","))

@@ -23,7 +23,7 @@ import (
 // held below the smallest level, in an open transaction) and started again
 // at once with the same instance id, as systemd would. A consumer of the
 // target reading with isolation.level=read_committed sees every record
-// exactly once, and none before its kdelay-deliver-at: what the README's
+// exactly once, and none before its kdelay-deliver-at: what docs/RELIABILITY.md's
 // "Exactly-once" promises. It runs on kfake in this process, or on the
 // cluster of KDELAY_TEST_BROKERS.
 func TestExactlyOnceKillRestart(t *testing.T) {
@@ -207,7 +207,7 @@ func TestExactlyOnceEmbeddedKill(t *testing.T) {
 	// Nothing is written across the SIGKILL: the broker keeps no producer
 	// sequence numbers across one, so a write it took but had not
 	// acknowledged would be retried and taken twice, a duplicate of the
-	// producer's (README, Guarantees), not kdelay's.
+	// producer's (docs/RELIABILITY.md, Exactly-once), not kdelay's.
 	<-x.write(200, 10*time.Millisecond, 6*time.Second)
 	if !eventually(30*time.Second, func() bool { return len(kafkatest.IDs(x.got.Arrivals())) >= 30 && x.uncommitted() >= 20 }) {
 		t.Fatalf("within 30s, %d records delivered and %d in open transactions; want at least 30 and 20 for the test to mean something",

@@ -26,13 +26,9 @@ func TestREADMETour(t *testing.T) {
 	if _, err := exec.LookPath("kcat"); err != nil {
 		t.Skip("kcat is not on PATH; install it (apt-get install kcat) to run the README's tour")
 	}
-	readme, err := os.ReadFile("../../README.md")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var steps []step
 	for _, heading := range []string{"## Set-up", "## A one-minute tour"} {
-		steps = append(steps, shellSteps(t, string(readme), heading)...)
+		steps = append(steps, shellSteps(t, "README.md", heading)...)
 	}
 	tr := &tour{t: t, bin: binary(t), dir: t.TempDir(), addr: closedPort(t)}
 	for _, s := range steps {
@@ -52,15 +48,21 @@ type step struct {
 	output []string
 }
 
-// shellSteps returns the commands of the ```sh blocks in the README section
-// that starts with heading.
-func shellSteps(t *testing.T, readme, heading string) []step {
+// shellSteps returns the commands of the ```sh blocks in the section of doc
+// (a path from the repository's root, such as README.md or docs/CANCEL.md)
+// that starts with heading, up to the next "## " heading.
+func shellSteps(t *testing.T, doc, heading string) []step {
 	t.Helper()
-	start := strings.Index(readme, "\n"+heading+"\n")
-	if start < 0 {
-		t.Fatalf("README.md has no section %q", heading)
+	b, err := os.ReadFile(filepath.Join("..", "..", doc))
+	if err != nil {
+		t.Fatal(err)
 	}
-	section := readme[start+len(heading)+2:]
+	text := string(b)
+	start := strings.Index(text, "\n"+heading+"\n")
+	if start < 0 {
+		t.Fatalf("%s has no section %q", doc, heading)
+	}
+	section := text[start+len(heading)+2:]
 	if end := strings.Index(section, "\n## "); end >= 0 {
 		section = section[:end]
 	}
@@ -85,7 +87,7 @@ func shellSteps(t *testing.T, readme, heading string) []step {
 		}
 	}
 	if len(steps) == 0 {
-		t.Fatalf("README.md's section %q has no sh block", heading)
+		t.Fatalf("%s's section %q has no sh block", doc, heading)
 	}
 	return steps
 }
