@@ -81,6 +81,11 @@ type Config struct {
 	// forwarder's TLS and SASL.
 	ClientOpts []kgo.Opt
 
+	// Console, when set, is served at / and everything below it the
+	// other paths do not take: the web console (package console). Default
+	// none: / answers 404.
+	Console http.Handler
+
 	// Logger receives the listener's logs. Default: discard.
 	Logger *slog.Logger
 }
@@ -141,6 +146,9 @@ func New(cfg Config) (*Server, error) {
 	mux.HandleFunc("GET /livez", s.livez)
 	mux.HandleFunc("GET /readyz", s.readyz)
 	profiles(mux)
+	if cfg.Console != nil {
+		mux.Handle("/", cfg.Console)
+	}
 	s.http = &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	return s, nil
 }

@@ -138,8 +138,13 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if metrics != nil {
+		fl, console, err := s.adminConsole(brokers)
+		if err != nil {
+			return err
+		}
+		defer fl.Close() // after g.Wait: the listener has stopped
 		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Metrics: metrics, Brokers: brokers,
-			ClientOpts: adminOpts, Logger: s.log})
+			ClientOpts: adminOpts, Console: console, Logger: s.log})
 		if err != nil {
 			return adminFailed(err, s.cfg.Admin)
 		}

@@ -1,0 +1,236 @@
+package console
+
+import (
+	"context"
+	"net/http/httptest"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/fleet"
+	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/forwarder/forwardertest"
+	"github.com/kdelay/kdelay/kafkatest"
+	"github.com/kdelay/kdelay/levels"
+)
+
+// EnvScreenshots names a directory the browser test saves a screenshot of
+// each page into: docs/console does, for docs/CONSOLE.md.
+const EnvScreenshots = "KDELAY_CONSOLE_SCREENSHOTS"
+
+// browserDelay is how long the message the test cancels waits: long enough
+// for the browser to find and cancel it before it is due.
+const browserDelay = 30 * time.Second
+
+// TestBrowser uses the console as a person does, in headless Chromium driven
+// over the DevTools protocol, against a forwarder on kfake with records
+// pending in two levels and a dead letter: the levels table and the
+// departures show the counts written, the dead letter is listed, a message
+// found by its id and cancelled from the page is not delivered, while its
+// twin due at the same time is.
+func TestBrowser(t *testing.T) {
+	t.Parallel()
+	chromium := findChromium()
+	if chromium == "" {
+		t.Skip("no chromium on PATH: install it (apt-get install -y chromium) to run the browser test")
+	}
+	b := setupBrowser(t)
+	for i := range 3 {
+		b.send("later-"+string(rune('a'+i)), time.Hour)
+	}
+	b.send("cancel-me", browserDelay)
+	b.send("keep-me", browserDelay)
+	deadSource := b.topics.Ingress() + "/0/99"
+	b.produce(&kgo.Record{Topic: b.topics.DLQ(), Value: []byte("dead"), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte("gone")}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
+		{Key: kdelay.HeaderError, Value: []byte(`topic "gone" does not exist`)}, {Key: kdelay.HeaderSource, Value: []byte(deadSource)},
+	}})
+	// The ingress routes the three into the 1h level and commits within
+	// its commit interval: then the page has the counts to show.
+	b.waitPending("1h", 3)
+	arrivals := b.cluster.Collect(b.target)
+
+	ctx := browser(t, chromium)
+	do := func(what string, steps ...chromedp.Action[chromedp.Void]) {
+		t.Helper()
+		if err := chromedp.Do(ctx, steps...); err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+	}
+	text := func(sel string) string {
+		t.Helper()
+		s, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS(sel)))
+		if err != nil {
+			t.Fatalf("text of %s: %v", sel, err)
+		}
+		return s
+	}
+	attr := func(sel, name string) string {
+		t.Helper()
+		a, err := chromedp.Run(ctx, chromedp.AttributeValue(chromedp.CSS(sel), name))
+		if err != nil {
+			t.Fatalf("%s of %s: %v", name, sel, err)
+		}
+		return a.Value
+	}
+
+	do("the levels page", chromedp.Navigate(b.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#departures`)))
+	b.screenshot(ctx, "levels")
+	t.Run("the levels table and the departures count the three records of the 1h level", func(t *testing.T) {
+		pending, within, ahead := text(`#levels tr[data-level="1h"] td.pending`),
+			attr(`#departures tr[data-level="1h"] td[data-column="≤ 1h"]`, "data-records"),
+			attr(`#departures tr[data-level="1h"] td[data-column="stamped ahead"]`, "data-records")
+		if pending != "3" || within != "3" || ahead != "0" {
+			t.Errorf("1h: pending %q, leaving within the hour %q, stamped ahead %q; want 3, 3, 0", pending, within, ahead)
+		}
+	})
+	do("the dead letters page", chromedp.Navigate(b.srv.URL+"/deadletters"),
+		chromedp.WaitVisible(chromedp.CSS(`tr[data-source="`+deadSource+`"]`)))
+	b.screenshot(ctx, "deadletters")
+	t.Run("the dead letter is listed", func(t *testing.T) {
+		if count := text(`#count`); !strings.HasPrefix(count, "1 of 1 dead letters match") {
+			t.Errorf("dead letters page says %q, want 1 of 1", count)
+		}
+	})
+	do("find cancel-me", chromedp.Navigate(b.srv.URL+"/find"),
+		chromedp.SendKeys(chromedp.CSS(`#find input[name=id]`), "cancel-me"), chromedp.Submit(chromedp.CSS(`#find input[name=id]`)),
+		chromedp.WaitVisible(chromedp.CSS(`#search-done`)))
+	b.screenshot(ctx, "find")
+	t.Run("find says where the message waits", func(t *testing.T) {
+		if found := text(`#search-done`); !strings.Contains(found, b.topics.Level("")) || !strings.Contains(found, "Every pending record was read") {
+			t.Errorf("find cancel-me shows:\n%s\nwant a place in a level and a complete search", found)
+		}
+	})
+	do("cancel it", chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`#confirm-command`)),
+		chromedp.Click(chromedp.CSS(`#confirm-command`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+	b.screenshot(ctx, "cancelled")
+	if result := text(`#result`); !strings.Contains(result, "Written to "+b.topics.Control()) {
+		t.Fatalf("the cancel page says %q, want it written to %s", result, b.topics.Control())
+	}
+	t.Run("the cancelled message is not delivered, its twin is", func(t *testing.T) {
+		// keep-me is due with cancel-me; once both left their level (its
+		// group committed them), cancel-me would have arrived by now.
+		got := arrivals.Until(browserDelay+30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.Values(got)["keep-me"] > 0 })
+		if kafkatest.Values(got)["keep-me"] == 0 {
+			t.Fatalf("keep-me did not arrive within %s", browserDelay+30*time.Second)
+		}
+		b.waitPending("10s", 0)
+		b.waitPending("1s", 0)
+		if n := kafkatest.Values(arrivals.Arrivals())["cancel-me"]; n != 0 {
+			t.Errorf("cancel-me was delivered %d times after the cancel clicked in the browser, want never", n)
+		}
+	})
+}
+
+// findChromium is the path of a Chromium to drive, "" when there is none.
+func findChromium() string {
+	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if path, err := exec.LookPath(name); err == nil {
+			return path
+		}
+	}
+	return ""
+}
+
+// browser starts headless Chromium for the test, closed when it ends.
+func browser(t *testing.T, path string) context.Context {
+	t.Helper()
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox, chromedp.WindowSize(1280, 900))
+	actx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
+	ctx, cancelBrowser := chromedp.NewContext(actx)
+	// The first Run starts the browser, which lives as long as that
+	// call's context: no timeout on it, the test's own deadline bounds it.
+	t.Cleanup(func() { cancelBrowser(); cancelAlloc() })
+	return ctx
+}
+
+// browserFixture is a forwarder on kfake and a console with actions on.
+type browserFixture struct {
+	*fixture
+}
+
+func setupBrowser(t *testing.T) browserFixture {
+	t.Helper()
+	cluster := kafkatest.New(t)
+	name := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(name)
+	set, err := levels.Parse([]string{"1s", "10s", "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := &fixture{t: t, cluster: cluster, topics: kdelay.Topics{Prefix: name}, group: name, target: name + ".target", now: time.Now()}
+	cluster.CreateTopic(f.target, 1, nil)
+	forwardertest.Serve(t, forwarder.Config{Brokers: cluster.Brokers, Topics: f.topics, Levels: set, Group: name,
+		Partitions: 1, ShutdownTimeout: 2 * time.Second})
+	f.cl = cluster.Client()
+	f.fleet, err = fleet.New(fleet.Config{Brokers: cluster.Brokers, Topics: f.topics, Group: name, Levels: set})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(f.fleet.Close)
+	c, err := New(Config{Fleet: f.fleet, Actions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.srv = httptest.NewServer(c)
+	t.Cleanup(f.srv.Close)
+	return browserFixture{f}
+}
+
+// send writes a record to the ingress as a producer does: for the target,
+// after delay, with id as its kdelay-id and its value.
+func (b browserFixture) send(id string, delay time.Duration) {
+	b.t.Helper()
+	b.produce(&kgo.Record{Topic: b.topics.Ingress(), Value: []byte(id), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte(b.target)}, {Key: kdelay.HeaderDelay, Value: []byte(delay.String())},
+		{Key: kdelay.HeaderID, Value: []byte(id)},
+	}})
+}
+
+// waitPending waits until level holds n pending records, as the console's
+// own reading of Kafka counts them.
+func (b browserFixture) waitPending(level string, n int64) {
+	b.t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	var last []fleet.LevelStatus
+	for time.Now().Before(deadline) {
+		st, err := b.fleet.Status(context.Background(), time.Now(), nil)
+		last = st
+		for _, s := range st {
+			if err == nil && s.Level == level && s.Pending == n {
+				return
+			}
+		}
+		select {
+		case <-time.After(100 * time.Millisecond): // a deadline-bounded poll
+		case <-b.t.Context().Done():
+			return
+		}
+	}
+	b.t.Fatalf("level %s did not reach %d pending within 30s: %+v", level, n, last)
+}
+
+// screenshot saves the page shown as <name>.png in the directory
+// EnvScreenshots names, if it names one.
+func (b browserFixture) screenshot(ctx context.Context, name string) {
+	b.t.Helper()
+	dir := os.Getenv(EnvScreenshots)
+	if dir == "" {
+		return
+	}
+	png, err := chromedp.Run(ctx, chromedp.FullScreenshot(100))
+	if err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+		return
+	}
+	if err := os.WriteFile(filepath.Join(dir, "console-"+name+".png"), png, 0o644); err != nil {
+		b.t.Errorf("screenshot %s: %v", name, err)
+	}
+}
