@@ -58,6 +58,12 @@ type Rules struct {
 	// MaxDelay is the longest delay accepted, from the record's timestamp.
 	// Default DefaultMaxDelay, 400 days.
 	MaxDelay time.Duration
+
+	// LoadZone returns the time zone of a schedule's kdelay-time-zone
+	// (ParseSchedule). Default time.LoadLocation, which builds the zone
+	// anew, some kilobytes, at each call: a process holding many schedules
+	// passes one that shares each zone.
+	LoadZone func(name string) (*time.Location, error)
 }
 
 // Route is what a record's routing headers say, checked.

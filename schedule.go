@@ -154,7 +154,7 @@ func schedule(ts time.Time, id string, rl Rules, get func(int) (string, bool)) (
 	s.Target = target
 	var err error
 	if zone, ok := get(sZone); ok {
-		if s.Zone, err = loadZone(zone); err != nil {
+		if s.Zone, err = loadZone(zone, rl.LoadZone); err != nil {
 			return Schedule{}, err
 		}
 	}
@@ -198,13 +198,16 @@ func (s Schedule) never(ts time.Time) error {
 		HeaderSchedule, s.Spec, ts.UTC().Format(time.RFC3339))
 }
 
-func loadZone(name string) (*time.Location, error) {
+func loadZone(name string, load func(string) (*time.Location, error)) (*time.Location, error) {
 	// "Local" is the zone of whichever kdelay process owns the schedule,
 	// which a fleet cannot promise to share.
 	if name == "" || name == "Local" {
 		return nil, fmt.Errorf("%s %q is not an IANA time zone; name one such as Europe/Berlin, or leave the header out for UTC", HeaderTimeZone, name)
 	}
-	loc, err := time.LoadLocation(name)
+	if load == nil {
+		load = time.LoadLocation
+	}
+	loc, err := load(name)
 	if err != nil {
 		return nil, fmt.Errorf("%s %q is not an IANA time zone such as Europe/Berlin or America/New_York (names are case-sensitive); leave the header out for UTC", HeaderTimeZone, name)
 	}

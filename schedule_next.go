@@ -97,3 +97,49 @@ func instant(w time.Time, loc *time.Location) time.Time {
 	}
 	return at
 }
+
+// Last returns the schedule's latest occurrence before before, from from
+// on; from must be an occurrence, and before after it. kdelay asks it for
+// the latest of the occurrences missed while no kdelay could write them
+// (MissedLatest).
+func (s Schedule) Last(from, before time.Time) time.Time {
+	if every, ok := s.schedule.(cron.ConstantDelaySchedule); ok {
+		// Each occurrence is the interval after the one before.
+		n := (before.Sub(from) - time.Nanosecond) / every.Delay
+		return from.Add(n * every.Delay)
+	}
+	// Look back over longer and longer spans, so that an expression of
+	// every second walks a minute of seconds, not the whole outage.
+	for _, back := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 32 * 24 * time.Hour, 367 * 24 * time.Hour} {
+		start := before.Add(-back)
+		if !start.After(from) {
+			break
+		}
+		if last := s.lastAfter(start, before, time.Time{}); !last.IsZero() {
+			return last
+		}
+	}
+	return s.lastAfter(from, before, from)
+}
+
+// lastAfter is the last occurrence after t and before before, or last
+// when there is none.
+func (s Schedule) lastAfter(t, before, last time.Time) time.Time {
+	for next := s.Next(t); !next.IsZero() && next.Before(before); next = s.Next(next) {
+		last = next
+	}
+	return last
+}
+
+// Has reports whether t is one of the schedule's occurrences: a replaced
+// schedule's occurrences already written are kept when the new one has them
+// too.
+func (s Schedule) Has(t time.Time) bool {
+	if t.Before(s.Next(s.Start)) {
+		return false
+	}
+	if every, ok := s.schedule.(cron.ConstantDelaySchedule); ok {
+		return t.Sub(s.Next(s.Start))%every.Delay == 0
+	}
+	return s.Next(t.Add(-time.Second)).Equal(t)
+}

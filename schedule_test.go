@@ -179,3 +179,47 @@ func TestParseSchedule(t *testing.T) {
 		})
 	}
 }
+
+// TestScheduleLast checks the latest of the occurrences missed between an
+// occurrence and a later time, for each kind of spec.
+func TestScheduleLast(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, spec, from, before, want string
+	}{
+		{"every second, a day later", "* * * * * *", "2026-01-10T00:00:01Z", "2026-01-11T00:00:00.5Z", "2026-01-11T00:00:00Z"},
+		{"daily, a week later", "0 30 2 * * *", "2026-01-10T02:30:00Z", "2026-01-17T02:30:00Z", "2026-01-16T02:30:00Z"},
+		{"yearly, three years later", "@yearly", "2027-01-01T00:00:00Z", "2029-06-01T00:00:00Z", "2029-01-01T00:00:00Z"},
+		{"none after from", "@daily", "2026-01-11T00:00:00Z", "2026-01-11T12:00:00Z", "2026-01-11T00:00:00Z"},
+		{"@every, exactly on one: the one before", "@every 90s", "2026-01-10T00:01:30Z", "2026-01-10T00:06:00Z", "2026-01-10T00:04:30Z"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := parseSchedule(t, at(t, "2026-01-10T00:00:00Z"), "kdelay-target", "t", "kdelay-schedule", tt.spec)
+			if got := s.Last(at(t, tt.from), at(t, tt.before)); !got.Equal(at(t, tt.want)) {
+				t.Errorf("Last(%s, %s) = %s, want %s", tt.from, tt.before, got.UTC().Format(time.RFC3339), tt.want)
+			}
+		})
+	}
+}
+
+func TestScheduleHas(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		spec, time string
+		want       bool
+	}{
+		{"0 30 2 * * *", "2026-01-11T02:30:00Z", true},
+		{"0 30 2 * * *", "2026-01-11T02:31:00Z", false},
+		{"0 30 2 * * *", "2026-01-09T02:30:00Z", false}, // before Start
+		{"@every 90s", "2026-01-10T00:04:30Z", true},
+		{"@every 90s", "2026-01-10T00:04:00Z", false},
+	}
+	for _, tt := range tests {
+		s := parseSchedule(t, at(t, "2026-01-10T00:00:00Z"), "kdelay-target", "t", "kdelay-schedule", tt.spec)
+		if got := s.Has(at(t, tt.time)); got != tt.want {
+			t.Errorf("%q Has(%s) = %v, want %v", tt.spec, tt.time, got, tt.want)
+		}
+	}
+}

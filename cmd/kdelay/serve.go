@@ -136,6 +136,10 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	if err != nil {
 		return usageError{err}
 	}
+	sched, err := s.scheduler(brokers)
+	if err != nil {
+		return usageError{err}
+	}
 	g, gctx := errgroup.WithContext(ctx)
 	if metrics != nil {
 		fl, console, err := s.adminConsole(brokers)
@@ -158,6 +162,8 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	})
 	select {
 	case <-f.Ready():
+		// It writes into the ingress, which the forwarder creates.
+		g.Go(func() error { return sched.Run(gctx) })
 		printHowTo(s.stderr, s.cfg, brokers)
 	case <-done:
 	}

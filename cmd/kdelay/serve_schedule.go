@@ -1,0 +1,32 @@
+package main
+
+import (
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/plugin/kslog"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/schedule"
+)
+
+// scheduler is the Scheduler serve runs beside the forwarder: it writes the
+// occurrences of recurring schedules into the ingress, in the same delivery
+// (at-least-once or exactly-once) and group as the forwarder.
+func (s server) scheduler(brokers []string) (*schedule.Scheduler, error) {
+	cfg := s.cfg
+	return schedule.New(schedule.Config{
+		Brokers:               brokers,
+		Topics:                kdelay.Topics{Prefix: cfg.TopicPrefix},
+		Group:                 cfg.Group,
+		ExactlyOnce:           forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
+		InstanceID:            cfg.InstanceID,
+		TransactionalIDSuffix: s.txnIDSuffix,
+		MaxDelay:              cfg.MaxDelay,
+		SessionTimeout:        cfg.SessionTimeout,
+		ShutdownTimeout:       cfg.ShutdownTimeout,
+		Partitions:            cfg.Partitions,
+		ReplicationFactor:     cfg.ReplicationFactor,
+		ClientOpts:            append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
+		Logger:                s.log,
+	})
+}

@@ -1,0 +1,172 @@
+package schedule
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+)
+
+// Defaults of Config.
+const (
+	// DefaultGroup prefixes the consumer group, "<group>.schedules": the
+	// forwarder's default group, so that one setting names a fleet.
+	DefaultGroup = "kdelay"
+
+	// DefaultLookahead writes an occurrence a minute before it is due. It
+	// then waits in a level like any delayed record and leaves at its time
+	// with the forwarder's lateness, and a scheduler restarting or a
+	// partition moving within that minute delays nothing.
+	DefaultLookahead = time.Minute
+
+	// DefaultBatch bounds the occurrences written in one transaction (or
+	// one round of acknowledgements), so that a burst of schedules due at
+	// once is written in steps that each end soon.
+	DefaultBatch = 1000
+
+	// DefaultSessionTimeout is the forwarder's: how long the schedules of
+	// a process that died wait for another to take them, less what
+	// Lookahead covers.
+	DefaultSessionTimeout = 10 * time.Second
+
+	// DefaultShutdownTimeout bounds a stop.
+	DefaultShutdownTimeout = 10 * time.Second
+
+	// DefaultPartitions of the schedules topic, when kdelay creates it: the
+	// most processes that share the schedules.
+	DefaultPartitions int32 = 6
+
+	// DefaultReplicationFactor uses the broker's default.replication.factor.
+	DefaultReplicationFactor int16 = -1
+)
+
+// Config configures a Scheduler. The zero value of every field but Brokers
+// and InstanceID is replaced by its default in WithDefaults.
+type Config struct {
+	// Brokers are the seed brokers. Required.
+	Brokers []string
+
+	// Topics names kdelay's topics: the schedules topic read, the ingress
+	// written. Default prefix kdelay.DefaultPrefix, "kdelay".
+	Topics kdelay.Topics
+
+	// Group prefixes the consumer group that shares the schedules topic's
+	// partitions, and so the schedules, among the processes:
+	// "<group>.schedules". Default DefaultGroup, "kdelay".
+	Group string
+
+	// ExactlyOnce writes each occurrence and the schedule's progress in one
+	// Kafka transaction, so that a consumer reading with
+	// isolation.level=read_committed sees each occurrence once, across
+	// crashes. Default false: at-least-once, where a crash may write an
+	// occurrence again, with the same kdelay-id.
+	ExactlyOnce bool
+
+	// InstanceID names this process in the consumer group (static
+	// membership, as the forwarder's) and in its transactional id. Required:
+	// the forwarder's.
+	InstanceID string
+
+	// TransactionalIDSuffix is added to the transactional id, as the
+	// forwarder's Config.TransactionalIDSuffix is. Default none.
+	TransactionalIDSuffix string
+
+	// Lookahead is how long before its time an occurrence is written into
+	// the ingress. A replace or delete cancels the occurrences written and
+	// not yet due (see docs/SCHEDULES.md). Default DefaultLookahead, 1m.
+	Lookahead time.Duration
+
+	// MaxDelay is the server's max-delay: schedules are checked with it.
+	// Default kdelay.DefaultMaxDelay, 400 days.
+	MaxDelay time.Duration
+
+	// Batch bounds the occurrences written in one step. Default
+	// DefaultBatch, 1000.
+	Batch int
+
+	// SessionTimeout of the consumer group. Default DefaultSessionTimeout,
+	// 10s.
+	SessionTimeout time.Duration
+
+	// ShutdownTimeout bounds a stop. Default DefaultShutdownTimeout, 10s.
+	ShutdownTimeout time.Duration
+
+	// Partitions of the schedules topic, when kdelay creates it. Default
+	// DefaultPartitions, 6.
+	Partitions int32
+
+	// ReplicationFactor of the schedules topic, when kdelay creates it; -1
+	// is the broker's default. Default DefaultReplicationFactor, -1.
+	ReplicationFactor int16
+
+	// ClientOpts are added to every Kafka client: TLS, SASL, a dialer, a
+	// logger.
+	ClientOpts []kgo.Opt
+
+	// Logger receives the scheduler's logs. Default: discard.
+	Logger *slog.Logger
+
+	// NowFunc returns the current time. Default time.Now.
+	NowFunc func() time.Time
+
+	// beforeProgress is called between writing occurrences and writing the
+	// progress that counts them: tests stop a process there, as a crash
+	// would. Default: none.
+	beforeProgress func()
+}
+
+// WithDefaults returns a copy of c with every unset field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Topics.Prefix = cmp.Or(c.Topics.Prefix, kdelay.DefaultPrefix)
+	c.Group = cmp.Or(c.Group, DefaultGroup)
+	c.Lookahead = cmp.Or(c.Lookahead, DefaultLookahead)
+	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
+	c.Batch = cmp.Or(c.Batch, DefaultBatch)
+	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.ReplicationFactor = cmp.Or(c.ReplicationFactor, DefaultReplicationFactor)
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	if c.NowFunc == nil {
+		c.NowFunc = time.Now
+	}
+	return c
+}
+
+// validate reports every problem of c, naming Config's fields.
+func (c Config) validate() error {
+	var errs []error
+	fail := func(field, format string, args ...any) {
+		errs = append(errs, fmt.Errorf("schedule: %s: %s", field, fmt.Sprintf(format, args...)))
+	}
+	if len(c.Brokers) == 0 {
+		fail("Brokers", "no seed brokers; list at least one host:port")
+	}
+	if c.InstanceID == "" {
+		fail("InstanceID", "empty; set the forwarder's, unique among the processes sharing Group and stable across restarts")
+	}
+	if c.Lookahead < 0 || c.Lookahead > c.MaxDelay {
+		fail("Lookahead", "%s; use a positive duration below MaxDelay (%s), or 0 for the default %s", c.Lookahead, c.MaxDelay, DefaultLookahead)
+	}
+	if c.Batch < 0 {
+		fail("Batch", "%d; use at least 1, or 0 for the default %d", c.Batch, DefaultBatch)
+	}
+	if c.Partitions < 1 {
+		fail("Partitions", "%d; use at least 1", c.Partitions)
+	}
+	return errors.Join(errs...)
+}
+
+// group is the consumer group of the schedules topic.
+func (c *Config) group() string { return c.Group + ".schedules" }
+
+// Group is the consumer group that shares the schedules among the
+// processes with the group setting group: "<group>.schedules".
+func Group(group string) string { return (&Config{Group: group}).group() }

@@ -1,0 +1,253 @@
+// Package schedule runs recurring schedules: it reads the schedules topic
+// (kdelay.Topics.Schedules, its records as package kdelay defines them) and
+// writes each occurrence into the ingress, Lookahead before its time, as an
+// ordinary delayed record: due at the occurrence's time, with the kdelay-id
+// "<schedule id>@<time>". The forwarder delivers it like any other: never
+// before it is due.
+//
+// The processes that share a group share the schedules by the partitions of
+// the schedules topic their consumer group assigns them. Each keeps its
+// progress in the same partition (progress.go), so the process that takes a
+// partition over carries on where the last left off: it neither skips an
+// occurrence nor writes one twice under two ids.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// Scheduler writes the occurrences of the schedules its process owns.
+type Scheduler struct {
+	cfg Config
+
+	mu       sync.Mutex // guards st and wakeFn: the group's callbacks run beside the loop
+	st       *state
+	wakeFn   context.CancelFunc // ends the poll in progress
+	adm      *kadm.Client       // a client outside the group: topics, offsets, leaving
+	cl       *kgo.Client
+	txn      *kgo.GroupTransactSession // nil in at-least-once
+	assigned chan struct{}             // closed at the first assignment, for tests
+}
+
+// New checks cfg and returns a Scheduler; nothing connects until Run.
+func New(cfg Config) (*Scheduler, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	s := &Scheduler{cfg: cfg, assigned: make(chan struct{})}
+	s.st = newState(&s.cfg)
+	return s, nil
+}
+
+// Run creates the schedules topic if it is missing, then writes
+// occurrences until ctx ends. It returns nil after a clean stop, in this
+// order: the step in progress ends (its transaction committed or aborted),
+// the client closes, and the process leaves the group, so that its
+// partitions move at once rather than after SessionTimeout.
+func (s *Scheduler) Run(ctx context.Context) error {
+	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.DisableClientMetrics()}, s.cfg.ClientOpts...)...)
+	if err != nil {
+		return err
+	}
+	defer admCl.Close()
+	s.adm = kadm.NewClient(admCl)
+	n, err := ensureTopic(ctx, s.adm, &s.cfg)
+	if err != nil {
+		return err
+	}
+	s.st.place = placeKey(s.cfg.Topics.Schedules(), n)
+	if err := s.connect(); err != nil {
+		return err
+	}
+	err = s.loop(ctx)
+	// The loop holds rebalances between polls (BlockRebalanceOnPoll),
+	// which closing waits for.
+	s.cl.CloseAllowingRebalance()
+	if err == nil {
+		s.leave()
+	}
+	if ctx.Err() != nil && errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
+}
+
+func (s *Scheduler) loop(ctx context.Context) error {
+	if s.txn != nil {
+		if err := s.txn.Begin(); err != nil {
+			return fmt.Errorf("begin transaction: %w", err)
+		}
+		// Empty unless a step failed to end it: nothing was produced.
+		defer func() {
+			abort, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+			defer cancel()
+			_, _ = s.txn.End(abort, kgo.TryAbort)
+		}()
+	}
+	for ctx.Err() == nil {
+		if err := s.step(ctx); err != nil {
+			return err
+		}
+		if err := s.poll(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// poll waits for records until the next occurrence is due, and applies
+// them.
+func (s *Scheduler) poll(ctx context.Context) error {
+	now := s.cfg.NowFunc()
+	s.mu.Lock()
+	wake := s.st.wake()
+	s.mu.Unlock()
+	// An idle process still polls: the group's rebalances wait for it
+	// (BlockRebalanceOnPoll).
+	deadline := now.Add(maxIdle)
+	if !wake.IsZero() && wake.Before(deadline) {
+		deadline = wake
+	}
+	pctx, cancel := context.WithTimeout(ctx, deadline.Sub(now))
+	defer cancel()
+	s.mu.Lock()
+	s.wakeFn = cancel
+	s.mu.Unlock()
+	s.cl.AllowRebalance()
+	fetches := s.cl.PollFetches(pctx)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.wakeFn = nil
+	if fetches.IsClientClosed() {
+		return errors.New("kafka client closed")
+	}
+	var fenced error
+	fetches.EachError(func(t string, p int32, err error) {
+		switch {
+		case errors.Is(err, kerr.FencedInstanceID):
+			fenced = fmt.Errorf("consumer group %s: another kdelay joined with instance id %q and fenced this one (%w); give each process sharing the group its own InstanceID",
+				s.cfg.group(), s.cfg.InstanceID, err)
+		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			s.cfg.Logger.Warn("schedules_fetch_failed", "partition", p, "err", err)
+		}
+	})
+	now = s.cfg.NowFunc()
+	fetches.EachRecord(func(r *kgo.Record) { s.st.apply(r, now) })
+	return fenced
+}
+
+// maxIdle bounds a poll with nothing due.
+const maxIdle = time.Minute
+
+// wake ends the poll in progress, if any. mu must be held.
+func (s *Scheduler) wake() {
+	if s.wakeFn != nil {
+		s.wakeFn()
+	}
+}
+
+// onAssigned starts loading the partitions assigned. It runs in the
+// group's goroutine while the loop polls (BlockRebalanceOnPoll).
+func (s *Scheduler) onAssigned(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.assign(got[s.cfg.Topics.Schedules()])
+	select {
+	case <-s.assigned:
+	default:
+		close(s.assigned)
+	}
+	s.wake() // find where the partitions end
+}
+
+// onRevoked forgets the partitions revoked or lost: once it returns,
+// another process may write their occurrences.
+func (s *Scheduler) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st.revoke(lost[s.cfg.Topics.Schedules()])
+}
+
+// fromStart reads every partition assigned from its start: what is in
+// force is the last record of each key, and the schedules topic keeps no
+// more than that.
+func fromStart(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+	for _, ps := range offsets {
+		for p := range ps {
+			ps[p] = kgo.NewOffset().AtStart()
+		}
+	}
+	return offsets, nil
+}
+
+// loadEnds finds where the partitions being loaded end: the last stable
+// offset, beyond which a read_committed reader sees nothing yet.
+func (s *Scheduler) loadEnds(ctx context.Context) error {
+	s.mu.Lock()
+	ids := s.st.loading()
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return nil
+	}
+	topic := s.cfg.Topics.Schedules()
+	starts, err := s.adm.ListStartOffsets(ctx, topic)
+	if err == nil {
+		err = starts.Error()
+	}
+	ends, err2 := s.adm.ListCommittedOffsets(ctx, topic)
+	if err = errors.Join(err, err2); err == nil {
+		err = ends.Error()
+	}
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("schedules_offsets_failed", "topic", topic, "err", err)
+		}
+		return nil // the next step asks again
+	}
+	now := s.cfg.NowFunc()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range ids {
+		end, _ := ends.Lookup(topic, id)
+		start, _ := starts.Lookup(topic, id)
+		if end.Offset <= start.Offset {
+			end.Offset = 0 // empty: loaded now
+		}
+		s.st.setEnd(id, end.Offset, now)
+	}
+	return nil
+}
+
+// leave removes this process's instance id from the group after a clean
+// stop: a static member does not leave when its client closes.
+func (s *Scheduler) leave() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	res, err := s.adm.LeaveGroup(ctx, kadm.LeaveGroup(s.cfg.group()).InstanceIDs(s.cfg.InstanceID).Reason("kdelay stopped"))
+	if err == nil {
+		err = res.Error()
+	}
+	if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
+		s.cfg.Logger.Warn("leave_group_failed", "group", s.cfg.group(), "instance_id", s.cfg.InstanceID, "err", err)
+	}
+}
+
+// owned are the partitions this process holds. mu must be held.
+func (s *Scheduler) owned() []int32 {
+	var ids []int32
+	for id := range s.st.parts {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	return ids
+}

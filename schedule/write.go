@@ -1,0 +1,203 @@
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"slices"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// connect makes the client that reads the schedules topic in the group and
+// writes occurrences, cancels and progress.
+func (s *Scheduler) connect() error {
+	opts := append([]kgo.Opt{
+		kgo.SeedBrokers(s.cfg.Brokers...),
+		kgo.ClientID("kdelay-schedules"),
+		kgo.ConsumeTopics(s.cfg.Topics.Schedules()),
+		kgo.ConsumerGroup(s.cfg.group()),
+		// As the forwarder's groups (forwarder/membership.go): a process
+		// that restarts with its instance id takes its partitions back at
+		// once, and a rebalance moves only the partitions that change owner.
+		kgo.Balancers(kgo.CooperativeStickyBalancer()),
+		kgo.InstanceID(s.cfg.InstanceID),
+		kgo.SessionTimeout(s.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(min(s.cfg.SessionTimeout/10, 3*time.Second)),
+		// Nothing is resumed from a committed offset: a partition is read
+		// from its start each time it is assigned (fromStart).
+		kgo.DisableAutoCommit(),
+		kgo.AdjustFetchOffsetsFn(fromStart),
+		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
+		// A partition changes owner only while the loop polls, never
+		// while it writes what it decided from the state of that partition.
+		kgo.BlockRebalanceOnPoll(),
+		kgo.OnPartitionsAssigned(s.onAssigned),
+		kgo.OnPartitionsRevoked(s.onRevoked),
+		kgo.OnPartitionsLost(s.onRevoked),
+		// Progress written in an aborted transaction never happened; the
+		// markers are offsets too, which loading must reach.
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		kgo.KeepControlRecords(),
+		kgo.RecordPartitioner(newPartitioner(s.cfg.Topics.Schedules())),
+		// An occurrence is written Lookahead before its time: lingering
+		// only delays the step.
+		kgo.ProducerLinger(0),
+		kgo.DisableClientMetrics(),
+		// A schedule is a few hundred bytes; loading a partition must not
+		// buffer franz-go's default 50 MiB per fetch.
+		kgo.FetchMaxBytes(4 << 20),
+		kgo.FetchMaxPartitionBytes(1 << 20),
+	}, s.cfg.ClientOpts...)
+	if !s.cfg.ExactlyOnce {
+		cl, err := kgo.NewClient(opts...)
+		s.cl = cl
+		return err
+	}
+	txn, err := kgo.NewGroupTransactSession(append(opts,
+		kgo.TransactionalID(s.cfg.InstanceID+"."+s.cfg.group()+s.cfg.TransactionalIDSuffix),
+		// A transaction is one step, milliseconds; an open one holds back
+		// every read_committed reader of the ingress partitions it wrote
+		// to, the forwarder among them, so a process that died must not
+		// hold them long.
+		kgo.TransactionTimeout(txnTimeout),
+	)...)
+	if err != nil {
+		return err
+	}
+	s.txn, s.cl = txn, txn.Client()
+	return nil
+}
+
+const txnTimeout = 15 * time.Second
+
+// step writes what is due now: at most Batch occurrences, with the cancels
+// and progress that go with them.
+func (s *Scheduler) step(ctx context.Context) error {
+	if err := s.loadEnds(ctx); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	b := s.st.due(s.cfg.NowFunc(), s.cfg.Batch)
+	ends := map[int32]int64{}
+	for p := range b.parts {
+		ends[p] = s.st.parts[p].next
+	}
+	s.mu.Unlock()
+	if len(b.records)+len(b.progress) == 0 {
+		return nil
+	}
+	var err error
+	if s.txn != nil {
+		err = s.writeTxn(ctx, b, ends)
+	} else {
+		err = s.write(ctx, b)
+	}
+	if err != nil || ctx.Err() != nil {
+		return err
+	}
+	s.cfg.Logger.Info("occurrences_written", "occurrences", b.occurrences, "cancels", b.cancels, "schedules", len(b.progress))
+	return nil
+}
+
+// write writes b at least once: the progress only once the broker has
+// acknowledged the occurrences and cancels it counts, so that a crash
+// between the two writes them again, with the same ids, rather than skip
+// them. A failure loads the partitions again: what they hold is the truth.
+func (s *Scheduler) write(ctx context.Context, b batch) error {
+	for i, rs := range [][]*kgo.Record{b.records, b.progress} {
+		if i == 1 && s.cfg.beforeProgress != nil {
+			s.cfg.beforeProgress()
+		}
+		if err := s.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+			if ctx.Err() == nil {
+				s.cfg.Logger.Warn("schedules_write_failed", "partitions", slices.Sorted(maps.Keys(b.parts)), "err", err)
+			}
+			s.mu.Lock()
+			s.reload(slices.Collect(maps.Keys(b.parts)))
+			s.mu.Unlock()
+			return nil
+		}
+	}
+	return nil
+}
+
+// writeTxn writes b in one transaction, with an offset commit for each
+// partition whose progress it writes: the commit carries the group's
+// generation, so that the broker refuses the transaction of a process that
+// lost the partition (KIP-447), and a process taking the partition over
+// waits for an open one to end before it reads. A transaction that did
+// not commit wrote nothing a read_committed reader sees: the partitions
+// are loaded again.
+func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64) error {
+	for _, r := range b.records {
+		s.cl.Produce(ctx, r, nil) // End flushes, and aborts if one failed
+	}
+	if s.cfg.beforeProgress != nil {
+		_ = s.cl.Flush(ctx)
+		s.cfg.beforeProgress()
+	}
+	for _, r := range b.progress {
+		s.cl.Produce(ctx, r, nil)
+	}
+	commit := kgo.PreTxnCommitFnContext(ctx, func(req *kmsg.TxnOffsetCommitRequest) error {
+		setOffsets(req, s.cfg.Topics.Schedules(), ends)
+		return nil
+	})
+	committed, err := s.txn.End(commit, kgo.TryCommit)
+	if !committed {
+		if err != nil && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)) {
+			return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
+		}
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("schedules_transaction_aborted", "err", err)
+		}
+		s.mu.Lock()
+		s.reload(s.owned())
+		s.mu.Unlock()
+	}
+	if berr := s.txn.Begin(); berr != nil {
+		// End gave up before the transaction ended: abort it, then begin.
+		abort, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
+		_, aerr := s.txn.End(abort, kgo.TryAbort)
+		cancel()
+		if aerr != nil {
+			return fmt.Errorf("abort transaction: %w", errors.Join(berr, aerr))
+		}
+		if berr := s.txn.Begin(); berr != nil {
+			return fmt.Errorf("begin transaction: %w", berr)
+		}
+	}
+	return nil
+}
+
+// setOffsets makes req commit offset ends[p] for each partition p of
+// topic, and nothing else.
+func setOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, ends map[int32]int64) {
+	rt := kmsg.NewTxnOffsetCommitRequestTopic()
+	rt.Topic = topic
+	for p, o := range ends {
+		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+		rp.Partition, rp.Offset, rp.LeaderEpoch, rp.Metadata = p, o, -1, &req.MemberID
+		rt.Partitions = append(rt.Partitions, rp)
+	}
+	req.Topics = append(req.Topics[:0], rt)
+}
+
+// reload forgets partitions and reads them again from their start. mu must
+// be held.
+func (s *Scheduler) reload(ids []int32) {
+	if len(ids) == 0 {
+		return
+	}
+	s.st.assign(ids)
+	offsets := map[int32]kgo.EpochOffset{}
+	for _, id := range ids {
+		offsets[id] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+	}
+	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Schedules(): offsets})
+}
