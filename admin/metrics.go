@@ -42,8 +42,9 @@ func NewMetrics() *Metrics {
 	m := &Metrics{reg: prometheus.NewRegistry()}
 	// go_gc_heap_live_bytes too: the heap the last collection found live,
 	// which, unlike go_memstats_heap_inuse_bytes, does not saw up and down
-	// with each cycle, so a leak shows in it first (kdelay bench soak).
-	liveHeap := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)}
+	// with each cycle, so a leak shows in it first (kdelay bench soak); and
+	// go_gc_gomemlimit_bytes, the soft limit serve set (memory_limit.go).
+	liveHeap := collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/(heap/live|gomemlimit):bytes$`)}
 	m.reg.MustRegister(collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(liveHeap)),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m.lateness = prometheus.NewHistogramVec(prometheus.HistogramOpts{

@@ -368,8 +368,15 @@ func place(r *kgo.Record) string { return fmt.Sprintf("%s/%d/%d", r.Topic, r.Par
 // test failed.
 func startServe(t *testing.T, bin string, args ...string) *process {
 	t.Helper()
+	return startServeEnv(t, bin, nil, args...)
+}
+
+// startServeEnv is startServe with env added to the process's environment.
+func startServeEnv(t *testing.T, bin string, env []string, args ...string) *process {
+	t.Helper()
 	s := &process{cmd: command(bin, t.TempDir(), args...), out: &output{ready: make(chan string, 1)}, exited: make(chan struct{})}
 	s.cmd.Stdout, s.cmd.Stderr = s.out, s.out
+	s.cmd.Env = append(s.cmd.Env, env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start kdelay serve: %v", err)
 	}

@@ -67,6 +67,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	// What this process runs with, secrets redacted: see config.LogValue.
 	log.Info("starting", "version", version(), "config", cfg)
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
+	setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), log)
 	if !cfg.Embedded() {
 		// The forwarder retries what fails; a wrong password or CA fails
 		// every time, so find it out now and say which key to fix.

@@ -1,0 +1,44 @@
+package main
+
+import (
+	"cmp"
+	"log/slog"
+	"runtime/debug"
+
+	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+// The soft memory limit serve gives Go's runtime is 8/5 of
+// max-buffered-bytes: 102 MiB with the default 64 MiB, which a
+// 128 MiB container holds with the binary, stacks and the runtime's own.
+//
+// Why a limit: max-buffered-bytes bounds the records held, and Go's heap
+// grows to twice what the last collection found live before it collects
+// again. Under a steady load every level a record passes through holds some
+// at once, and what is live comes near the bound: at 20,000 records/s on
+// Apache Kafka the peak RSS of serve was 168 MB without a limit, 120 MB with
+// GOMEMLIMIT=100MiB, its lateness unchanged (docs/BENCHMARKS.md, "Sustained
+// rate"). The limit makes the collector run sooner as the heap nears it,
+// rather than let it double; it must stay well above what may be live, the
+// bound plus the clients' own, or the collector would run without end (Go
+// caps it at half the CPU then).
+//
+// Not with the embedded broker: its records share the heap, for as long as
+// retention keeps them, and are not bounded by max-buffered-bytes.
+
+// setMemoryLimit gives the runtime a soft memory limit of 8/5 of
+// max-buffered-bytes, unless GOMEMLIMIT (gomemlimit, the variable's
+// value) set one already or the broker is embedded, and logs which applies.
+func setMemoryLimit(cfg config.Config, gomemlimit string, log *slog.Logger) {
+	switch {
+	case gomemlimit != "":
+		log.Info("memory_limit", "source", "GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+	case cfg.Embedded():
+		log.Info("memory_limit", "source", "none: the embedded broker's records share the heap")
+	default:
+		limit := cmp.Or(cfg.MaxBufferedBytes, forwarder.DefaultMaxBufferedBytes) * 8 / 5
+		debug.SetMemoryLimit(limit)
+		log.Info("memory_limit", "source", "max-buffered-bytes", "bytes", limit)
+	}
+}
