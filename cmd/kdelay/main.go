@@ -75,6 +75,7 @@ func newRoot() *cobra.Command {
 		&cobra.Group{ID: groupOperate, Title: "Operate it:"})
 	root.AddCommand(inGroup(groupRun, newServe()),
 		inGroup(groupRecords, newSend()), newCancel(), newReschedule(), newRunNow(), inGroup(groupRecords, newTail()),
+		inGroup(groupRecords, newSchedule()),
 		inGroup(groupOperate, newStatus()), inGroup(groupOperate, newDLQ()), inGroup(groupOperate, newConsole()), inGroup(groupOperate, newBench()),
 		newVersion())
 	return root
