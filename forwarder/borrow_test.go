@@ -151,23 +151,30 @@ func TestLater(t *testing.T) {
 	}
 }
 
-// TestPressedLead checks that forwarders fetch ahead only the smallest level
-// once more than half the pool is lent, and FetchMaxWait ahead otherwise.
+// TestPressedLead checks that a forwarder borrowing from the pool fetches
+// ahead only the smallest level once more than half the pool is lent, and
+// FetchMaxWait ahead otherwise; one within its reserve always FetchMaxWait
+// ahead, since a fetch in flight for its quiet partitions may wait that long.
 func TestPressedLead(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Levels: mustParse(t, "1s", "5s"), FetchMaxWait: 5 * time.Second, CheckInterval: 100 * time.Millisecond}
 	pool := &bufferPool{limit: 100}
-	w := &worker{cfg: &cfg, buf: buffer{pool: pool}}
-	if got, want := w.resumeLead(), 5100*time.Millisecond; got != want {
-		t.Errorf("with the pool free, lead %s, want FetchMaxWait plus CheckInterval %s", got, want)
+	w := &worker{cfg: &cfg, buf: buffer{limit: 50, bytes: 80, pool: pool}}
+	quiet := &worker{cfg: &cfg, buf: buffer{limit: 50, bytes: 10, pool: pool}}
+	long, short := 5100*time.Millisecond, time.Second
+	if got := w.resumeLead(); got != long {
+		t.Errorf("a borrower with the pool free: lead %s, want FetchMaxWait plus CheckInterval %s", got, long)
 	}
 	pool.lent.Store(51)
-	if got, want := w.resumeLead(), time.Second; got != want {
-		t.Errorf("with more than half the pool lent, lead %s, want the smallest level %s", got, want)
+	if got := w.resumeLead(); got != short {
+		t.Errorf("a borrower with more than half the pool lent: lead %s, want the smallest level %s", got, short)
 	}
-	alone := &worker{cfg: &cfg}
-	if got, want := alone.resumeLead(), 5100*time.Millisecond; got != want {
-		t.Errorf("outside a Forwarder, lead %s, want %s", got, want)
+	if got := quiet.resumeLead(); got != long {
+		t.Errorf("a forwarder within its reserve with the pool pressed: lead %s, want %s", got, long)
+	}
+	alone := &worker{cfg: &cfg, buf: buffer{limit: 50, bytes: 80}}
+	if got := alone.resumeLead(); got != long {
+		t.Errorf("outside a Forwarder: lead %s, want %s", got, long)
 	}
 }
 

@@ -173,9 +173,9 @@ type Config struct {
 	// retried) fits in its reserve, and gives back as the broker
 	// acknowledges them; the last quarter is never filled, headroom for
 	// Go's garbage collector. While more than half the pool is lent, a
-	// paused partition resumes the smallest level, not FetchMaxWait, before
-	// its last buffered record is due, so memory goes to the records due
-	// soonest. A forwarder that may hold no more stops fetching
+	// paused partition of a forwarder that borrows resumes the smallest
+	// level, not FetchMaxWait, before its last buffered record is due, so
+	// memory goes to the records due soonest. A forwarder that may hold no more stops fetching
 	// until half its reserve, or half the pool, is free again, and may
 	// exceed what it was allowed by one fetch per partition. A burst larger
 	// than that is delivered at the pace of the broker's acknowledgements,

@@ -28,9 +28,9 @@ import "sync/atomic"
 // on records due within the smallest level, and comes back within it; the
 // pool is never tied up for a level's length, and records due later wait in
 // Kafka, not in memory another forwarder's due records need. Once more than
-// half the pool is lent (pressed), forwarders fetch ahead only what is due
-// within the smallest level rather than FetchMaxWait (worker.resumeLead):
-// memory goes to the records due soonest.
+// half the pool is lent (pressed), forwarders that borrow fetch ahead only
+// what is due within the smallest level rather than FetchMaxWait
+// (worker.resumeLead): memory goes to the records due soonest.
 //
 // The bound stays what Config.MaxBufferedBytes says, and more than kept:
 // the reserves and the pool add up to three quarters of it, and each
@@ -74,8 +74,9 @@ func (p *bufferPool) room() bool { return p != nil && p.lent.Load() < p.limit }
 // half its reserve.
 func (p *bufferPool) drained() bool { return p != nil && p.lent.Load() <= p.limit/2 }
 
-// pressed reports whether more than half the pool is lent: forwarders then
-// fetch ahead only what is due within the smallest level (resumeLead).
+// pressed reports whether more than half the pool is lent: forwarders that
+// borrow then fetch ahead only what is due within the smallest level
+// (resumeLead).
 func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.limit/2 }
 
 // toDrain is how many bytes must be given back before drained.

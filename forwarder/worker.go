@@ -404,14 +404,16 @@ func (w *worker) pauseOrResume(p *partition, now time.Time) {
 // resumeLead is how long before its last buffered record is due a paused
 // partition resumes: the fetch already in flight may last FetchMaxWait, and
 // a poll-mode cycle may come CheckInterval late. While the pool is pressed
-// (pool.go) it is the smallest level: memory then goes to the records due
-// soonest, not to those of every level fetched FetchMaxWait ahead, which at
-// 10,000 records/s took 100 MB. A fetch in flight then ends at the first
-// record written to any partition it asks for, and a level that fills the
-// pool is written to.
+// (pool.go) and this worker borrows from it, it is the smallest level:
+// memory then goes to the records due soonest, not to those of every busy
+// level fetched FetchMaxWait ahead, which at 10,000 records/s took 100 MB. A
+// borrower's partitions are written to, so a fetch in flight ends at the
+// first record. A worker within its reserve keeps the whole lead: a quiet
+// level's fetch in flight may wait FetchMaxWait for a record, and its own
+// records cost the pool nothing.
 func (w *worker) resumeLead() time.Duration {
 	lead := w.cfg.FetchMaxWait + w.cfg.CheckInterval
-	if w.buf.pool.pressed() {
+	if w.buf.bytes > w.buf.limit && w.buf.pool.pressed() {
 		return min(lead, w.cfg.Levels.Smallest().Delay)
 	}
 	return lead
