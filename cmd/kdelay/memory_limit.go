@@ -9,16 +9,17 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 )
 
-// The soft memory limit serve gives Go's runtime is 8/5 of
-// max-buffered-bytes: 102 MiB with the default 64 MiB, which a
-// 128 MiB container holds with the binary, stacks and the runtime's own.
+// The soft memory limit serve gives Go's runtime is 3/2 of
+// max-buffered-bytes: 96 MiB with the default 64 MiB, which a 128 MiB
+// container holds with the binary, stacks and the runtime's own (with
+// 8/5, 102 MiB, the peak RSS at 50,000 records/s was 130.6 MiB).
 //
 // Why a limit: max-buffered-bytes bounds the records held, and Go's heap
 // grows to twice what the last collection found live before it collects
 // again. Under a steady load every level a record passes through holds some
 // at once, and what is live comes near the bound: at 20,000 records/s on
-// Apache Kafka the peak RSS of serve was 168 MB without a limit, 120 MB with
-// GOMEMLIMIT=100MiB, its lateness unchanged (docs/BENCHMARKS.md, "Sustained
+// Apache Kafka the peak RSS of serve was 168 MiB without a limit, 120 MiB
+// with GOMEMLIMIT=100MiB, its lateness unchanged (docs/BENCHMARKS.md, "Sustained
 // rate"). The limit makes the collector run sooner as the heap nears it,
 // rather than let it double; it must stay well above what may be live, the
 // bound plus the clients' own, or the collector would run without end (Go
@@ -27,7 +28,7 @@ import (
 // Not with the embedded broker: its records share the heap, for as long as
 // retention keeps them, and are not bounded by max-buffered-bytes.
 
-// setMemoryLimit gives the runtime a soft memory limit of 8/5 of
+// setMemoryLimit gives the runtime a soft memory limit of 3/2 of
 // max-buffered-bytes, unless GOMEMLIMIT (gomemlimit, the variable's
 // value) set one already or the broker is embedded, and logs which applies.
 func setMemoryLimit(cfg config.Config, gomemlimit string, log *slog.Logger) {
@@ -37,7 +38,7 @@ func setMemoryLimit(cfg config.Config, gomemlimit string, log *slog.Logger) {
 	case cfg.Embedded():
 		log.Info("memory_limit", "source", "none: the embedded broker's records share the heap")
 	default:
-		limit := cmp.Or(cfg.MaxBufferedBytes, forwarder.DefaultMaxBufferedBytes) * 8 / 5
+		limit := cmp.Or(cfg.MaxBufferedBytes, forwarder.DefaultMaxBufferedBytes) * 3 / 2
 		debug.SetMemoryLimit(limit)
 		log.Info("memory_limit", "source", "max-buffered-bytes", "bytes", limit)
 	}

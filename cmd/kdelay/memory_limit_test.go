@@ -11,7 +11,7 @@ import (
 )
 
 // TestMemoryLimit runs kdelay serve on a cluster and reads the soft memory
-// limit it gave Go's runtime from its /metrics: 1.6 times
+// limit it gave Go's runtime from its /metrics: 3/2 of
 // max-buffered-bytes, so that the heap does not double past a 128 MiB
 // container under a steady load, unless GOMEMLIMIT says otherwise; none with
 // the embedded broker, whose records share the heap.
@@ -28,8 +28,8 @@ func TestMemoryLimit(t *testing.T) {
 		flags []string
 		want  int64
 	}{
-		{"default", nil, nil, 64 * mib * 8 / 5},
-		{"max-buffered-bytes 256MiB", nil, []string{"--max-buffered-bytes", "256MiB"}, 256 * mib * 8 / 5},
+		{"default", nil, nil, 64 * mib * 3 / 2},
+		{"max-buffered-bytes 256MiB", nil, []string{"--max-buffered-bytes", "256MiB"}, 256 * mib * 3 / 2},
 		{"GOMEMLIMIT wins", []string{"GOMEMLIMIT=300MiB"}, nil, 300 * mib},
 		{"embedded broker: none", nil, []string{"--listen", "127.0.0.1:0", "--data-dir", "data"}, 1<<63 - 1},
 	}
