@@ -142,9 +142,16 @@ func TestLater(t *testing.T) {
 	if got, want := w.later(now), 3*size; got != want {
 		t.Errorf("with a remainder held, later = %d, want %d: a remainder is due within the smallest level", got, want)
 	}
-	remainder.attempts = 1
+	// The next (due in 1s) failed to be produced: held for a retry.
+	retry := p.take()
+	retry.attempts, retry.at = 1, now.Add(100*time.Millisecond)
+	w.hold(retry)
 	if got, want := w.later(now), 4*size; got != want {
 		t.Errorf("with a record held for a retry, later = %d, want %d: a retry may last until DeliveryTimeout", got, want)
+	}
+	w.releaseHeld(now) // recounts what is held: both stay
+	if got, want := w.later(now), 4*size; got != want {
+		t.Errorf("after a cycle, later = %d, want %d", got, want)
 	}
 	if got := w.later(now.Add(10 * time.Second)); got != size {
 		t.Errorf("10s on, later = %d, want only the retry's %d: every queued record is due", got, size)

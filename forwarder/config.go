@@ -175,10 +175,11 @@ type Config struct {
 	// Go's garbage collector. While more than half the pool is lent, a
 	// paused partition of a forwarder that borrows resumes the smallest
 	// level, not FetchMaxWait, before its last buffered record is due, so
-	// memory goes to the records due soonest. A forwarder that may hold no more stops fetching
-	// until half its reserve, or half the pool, is free again, and may
-	// exceed what it was allowed by one fetch per partition. A burst larger
-	// than that is delivered at the pace of the broker's acknowledgements,
+	// memory goes to the records due soonest. A forwarder that may hold no
+	// more stops fetching until half its reserve is free again, or the pool
+	// has room for one of its fetches, and may exceed what it was allowed
+	// by one fetch per partition. A burst larger than that is delivered at
+	// the pace of the broker's acknowledgements,
 	// and its last records leave later than they would if it were all in
 	// memory. Default DefaultMaxBufferedBytes, 64 MiB.
 	MaxBufferedBytes int64

@@ -19,6 +19,7 @@ func TestPoolLending(t *testing.T) {
 	fill := func(b *buffer, borrow bool) {
 		for i := 0; i < 100 && !b.full; i++ {
 			b.add(fetch)
+			b.fetch = fetch
 			b.update(borrow)
 		}
 	}
@@ -54,7 +55,7 @@ func TestPoolLending(t *testing.T) {
 			t.Errorf("held %d at once, want at most reserves + pool + one fetch each = %d", peak, most)
 		}
 	})
-	t.Run("acknowledged bytes go back and resume the borrower at half the pool", func(t *testing.T) {
+	t.Run("acknowledged bytes go back and resume the borrower once the pool has room for a fetch", func(t *testing.T) {
 		t.Parallel()
 		p, a, _ := setup()
 		fill(a, true)
@@ -65,7 +66,10 @@ func TestPoolLending(t *testing.T) {
 		}
 		a.release(1)
 		if a.update(true); a.full {
-			t.Fatalf("still full with the pool lent %d of %d, want resumed at half", p.lent.Load(), p.limit)
+			t.Fatalf("still full with the pool lent %d of %d, want resumed with room for a fetch of %d", p.lent.Load(), p.limit, fetch)
+		}
+		if lent := p.lent.Load(); lent <= p.limit/2 {
+			t.Errorf("resumed only once the pool was lent %d of %d: a borrower holding records due within the smallest level waits for half of them to be handed on", lent, p.limit)
 		}
 		a.release(a.bytes)
 		a.update(true)

@@ -235,7 +235,7 @@ func (w *worker) rewind() {
 		ids = append(ids, id)
 	}
 	w.forget(ids)
-	w.held = nil
+	w.held, w.heldRetry = nil, 0
 	// Copies moved ahead in the aborted transaction were never made: their
 	// originals must not be dropped, and the scan must run again.
 	for _, m := range w.txnMoves {

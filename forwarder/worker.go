@@ -56,6 +56,7 @@ type worker struct {
 	mu         sync.Mutex
 	parts      map[int32]*partition
 	held       []*entry
+	heldRetry  int64     // bytes of held records waiting to be retried: recounted by releaseHeld, added to by hold
 	lastCommit time.Time // when the last background commit began
 	committing bool      // a background commit is in flight
 	stats      Stats
@@ -424,12 +425,16 @@ func (w *worker) resumeLead() time.Duration {
 func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 	var again []*entry // held records a command changed: routed again
 	keep := w.held[:0]
+	var retry int64
 	for _, e := range w.held {
 		switch {
 		case e.part.gone:
 		case e.at.After(check):
 			soonest = earliest(soonest, e.at)
 			keep = append(keep, e)
+			if e.attempts > 0 {
+				retry += e.size
+			}
 		default:
 			e.part.waiting--
 			if w.obeyHeld(e) {
@@ -440,7 +445,7 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 		}
 	}
 	clear(w.held[len(keep):])
-	w.held = keep
+	w.held, w.heldRetry = keep, retry
 	// After the loop: routing may hold them again.
 	for _, e := range again {
 		w.route(e, check, check)
@@ -453,6 +458,9 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 func (w *worker) hold(e *entry) {
 	e.part.waiting++
 	w.held = append(w.held, e)
+	if e.attempts > 0 {
+		w.heldRetry += e.size
+	}
 }
 
 // earliest returns the earlier of two times, where the zero time means none.
