@@ -97,10 +97,10 @@ func (b *buffer) update(borrow bool) bool {
 
 // wakeAfter is how many bytes acknowledged since the loop last applied acks
 // may let a full buffer resume: those that bring it back to half its limit,
-// or the pool to room for a fetch, whichever is fewer. The produce callbacks wake the
-// loop then, so that fetching resumes as soon as it may rather than at the
-// next CheckInterval; a wake that finds it still full sets the next. 0 when
-// not full.
+// or the pool to room for a fetch, whichever is fewer. The produce
+// callbacks wake the loop then, so that fetching resumes as soon as it may
+// rather than at the next CheckInterval; a wake that finds it still full
+// sets the next. 0 when not full.
 func (b *buffer) wakeAfter(borrow bool) int64 {
 	if !b.full {
 		return 0
@@ -191,13 +191,12 @@ func (w *worker) pauseIdle(pause bool) {
 // borrowing from the pool: while what it holds for later fits in its limit,
 // so that what it borrows is spent on records due within the smallest level
 // and comes back within it. Records due later wait in Kafka rather than in
-// the pool, where they would keep another forwarder's due records out: at
-// 10,000 records/s a level of 10s borrowed 10 MB of records it fetched 5 s
-// ahead while the level of 1s, whose records were due, could not fetch
-// (docs/BENCHMARKS.md, "Sustained rate"). A remainder held below the
-// smallest level is due within it; until 2026-11-25 one such remainder kept
-// a forwarder from borrowing at all, and a level of 1s holding remainders
-// at 5,000 records/s was held to its reserve and delivered seconds late.
+// the pool, where they would keep another forwarder's due records out. A
+// remainder held below the smallest level is due within it; until
+// 2026-11-25 one such remainder kept a forwarder from borrowing at all, and
+// a level of 1s holding remainders at 5,000 records/s was held to its
+// reserve and delivered seconds late (docs/BENCHMARKS.md, "Sustained
+// rate").
 func (w *worker) mayBorrow() bool { return w.later(w.cfg.NowFunc()) < w.buf.limit }
 
 // later is what the worker holds that is not due within the smallest level

@@ -407,7 +407,8 @@ func (w *worker) pauseOrResume(p *partition, now time.Time) {
 // a poll-mode cycle may come CheckInterval late. While the pool is pressed
 // (pool.go) and this worker borrows from it, it is the smallest level:
 // memory then goes to the records due soonest, not to those of every busy
-// level fetched FetchMaxWait ahead, which at 10,000 records/s took 100 MB. A
+// level fetched FetchMaxWait ahead (at 10,000 records/s with delays up to a
+// minute, 70 MB of records held with a budget large enough to hold them). A
 // borrower's partitions are written to, so a fetch in flight ends at the
 // first record. A worker within its reserve keeps the whole lead: a quiet
 // level's fetch in flight may wait FetchMaxWait for a record, and its own
