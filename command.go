@@ -9,7 +9,7 @@ import (
 // (Topics.Control), keyed by the message's kdelay-id, with the header
 // kdelay-command. The topic is compacted, so the last command for an id is
 // the one in force, and a device that reschedules its deadline every second
-// keeps one record, not thousands. README "Cancel, reschedule, run now"
+// keeps one record, not thousands. docs/CANCEL.md
 // states what each does.
 const (
 	// HeaderCommand names the command: CommandCancel, CommandReschedule or

@@ -1,6 +1,6 @@
 // Package kdelay holds the wire contract that producers and consumers in any
 // language rely on: the names of kdelay's topics and of the headers that route a
-// record. Everything here is documented in README.md under "Wire contract"; a
+// record. Everything here is documented in docs/WIRE.md; a
 // change here is a breaking change for users.
 package kdelay
 

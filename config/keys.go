@@ -38,9 +38,10 @@ type key struct {
 	usage string
 }
 
-// keys lists every setting, in the order of --help and of the README. The
-// defaults of settings the library has too are the library's own, so that
-// kdelay serve and a program using package forwarder behave alike.
+// keys lists every setting, in the order of --help and of
+// docs/CONFIGURATION.md (TestKeysDocumented keeps them in step). The defaults
+// of settings the library has too are the library's own, so that kdelay
+// serve and a program using package forwarder behave alike.
 func keys() []key {
 	return slices.Concat([]key{
 		{"brokers", kindList, "", "Kafka seed brokers, host:port, comma-separated; empty runs an embedded broker"},

@@ -25,8 +25,8 @@ const (
 	MechanismOAuthBearer = "OAUTHBEARER"
 )
 
-// securityKeys are the settings of a connection to a secured cluster. The
-// README maps Kafka's client properties (security.protocol, ssl.*, sasl.*)
+// securityKeys are the settings of a connection to a secured cluster. docs/DEPLOYING.md
+// ("A secured cluster") maps Kafka's client properties (security.protocol, ssl.*, sasl.*)
 // onto them.
 func securityKeys() []key {
 	return []key{

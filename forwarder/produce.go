@@ -119,7 +119,7 @@ func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
 	}
 	// A dead letter is not given up on: there is nowhere left to put it.
 	// It is retried until the DLQ takes it, logged at error, and holds its
-	// partition's commit point meanwhile (see README, Guarantees).
+	// partition's commit point meanwhile (docs/RELIABILITY.md, "The guarantees").
 	deadline := e.first.Add(w.cfg.DeliveryTimeout)
 	if !e.dead && !now.Before(deadline) {
 		w.deadLetter(e, expired(e.out.Topic, w.cfg.DeliveryTimeout, cmp.Or(e.lastErr, err)))

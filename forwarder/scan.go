@@ -317,7 +317,7 @@ func (w *worker) hopLanded(e *entry, now time.Time) {
 	}
 	if !w.owners.owns(e.out.Topic, e.out.Partition) {
 		// Another process's level may have found it too, and its
-		// command table is not this one: left to it (README).
+		// command table is not this one: left to it (docs/CANCEL.md).
 		return
 	}
 	w.moveCopy(e.out, e.id, cmd)

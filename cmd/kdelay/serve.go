@@ -50,7 +50,7 @@ exits 0.`,
 			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
 		},
 	}
-	cmd.Flags().SortFlags = false // in the order of the README
+	cmd.Flags().SortFlags = false // in the order of docs/CONFIGURATION.md
 	config.AddFlags(cmd.Flags())
 	return cmd
 }
