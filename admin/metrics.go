@@ -33,7 +33,7 @@ var LatenessBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 type Metrics struct {
 	reg      *prometheus.Registry
 	lateness *prometheus.HistogramVec
-	outcomes [6]*prometheus.CounterVec // by forwarder.Outcome
+	outcomes [7]*prometheus.CounterVec // by forwarder.Outcome
 }
 
 // NewMetrics returns a Metrics with a new registry, which also holds the Go
@@ -61,6 +61,7 @@ func NewMetrics() *Metrics {
 		forwarder.DeadLettered: "Records sent to the dead-letter topic, by the level that gave up on them.",
 		forwarder.Retried:      "Produces that failed with an error worth retrying and are tried again.",
 		forwarder.Cancelled:    "Records not delivered because a cancel command names their id, by the level that dropped them.",
+		forwarder.PastDue:      "Records written to the ingress already past their due time (kdelay-deliver-at before the record's timestamp), delivered at once: a producer's lateness, which kdelay_delivery_lateness_seconds leaves out by counting theirs from when they were written.",
 	}
 	for _, o := range forwarder.Outcomes() {
 		m.outcomes[o] = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -96,7 +97,7 @@ func (m *Metrics) Level(name string) forwarder.LevelObserver {
 // is an atomic add: no label lookup, no allocation.
 type level struct {
 	lateness prometheus.Observer
-	outcomes [6]prometheus.Counter
+	outcomes [7]prometheus.Counter
 	client   *kprom.Metrics
 }
 

@@ -37,7 +37,9 @@ type LevelObserver interface {
 	// Delivered is called when the broker acknowledges a record produced
 	// to its target, with its lateness: the time of the acknowledgement
 	// minus the record's due time, the instant its kdelay-deliver-at
-	// header holds (negative would be early, which kdelay never is). A
+	// header holds (negative would be early, which kdelay never is); for a
+	// record written to the ingress already past due (PastDue), from when
+	// it was written, so that a producer's mistake is not kdelay's lateness. A
 	// record produced again after a failure is reported once, when it is
 	// acknowledged. In exactly-once delivery a read_committed consumer sees
 	// it when its transaction commits, up to a CommitInterval later.
@@ -60,6 +62,7 @@ const (
 	DeadLettered                // produced to the DLQ (Stats.DeadLettered)
 	Retried                     // a failed produce to be tried again (Stats.Retried)
 	Cancelled                   // not delivered: a cancel command names it (Stats.Cancelled)
+	PastDue                     // written to the ingress already past its due time (Stats.PastDue)
 )
 
 // String is the outcome's name, as metrics and logs write it.
@@ -77,6 +80,8 @@ func (o Outcome) String() string {
 		return "retried"
 	case Cancelled:
 		return "cancelled"
+	case PastDue:
+		return "past_due"
 	}
 	return "unknown"
 }
@@ -84,7 +89,7 @@ func (o Outcome) String() string {
 // Outcomes lists every Outcome, for an Observer that prepares a counter for
 // each.
 func Outcomes() []Outcome {
-	return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried, Cancelled}
+	return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried, Cancelled, PastDue}
 }
 
 // count counts one record's outcome in the worker's Stats and tells its
@@ -103,6 +108,8 @@ func (w *worker) count(o Outcome) {
 		w.stats.Retried++
 	case Cancelled:
 		w.stats.Cancelled++
+	case PastDue:
+		w.stats.PastDue++
 	}
 	w.obs.Handled(o)
 }

@@ -30,6 +30,9 @@ func (w *worker) produce(e *entry) {
 	w.txnProduced = true
 	w.txnProduces++
 	due := e.due
+	if !due.IsZero() && !e.lateFrom.IsZero() {
+		due = e.lateFrom
+	}
 	// The record goes on in the context the client's hooks gave the record
 	// it came from (nil without hooks): a tracing hook such as kotel's then
 	// makes its publish span a child of the receive span, and the trace

@@ -12,12 +12,21 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		w.deadLetter(e, err.Error())
 		return
 	}
-	e.id = env.ID
+	e.id, e.lateFrom = env.ID, time.Time{}
 	if !w.obey(e, &env) {
 		return
 	}
 	if !env.Due.After(now) {
 		e.out, e.due = env.delivery(), env.Due
+		if w.level == IngressLevel && env.Due.Before(e.src.Timestamp) {
+			// Written already past due: its lateness is the producer's.
+			// Counted apart, and its delivery's lateness from when it
+			// was written (now, if the writer's clock is ahead), so that
+			// an alert on lateness fires for kdelay's, not for a
+			// producer that sent yesterday's time.
+			e.lateFrom = earliest(e.src.Timestamp, now)
+			w.count(PastDue)
+		}
 		w.produce(e)
 		return
 	}

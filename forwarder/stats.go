@@ -9,6 +9,7 @@ type Stats struct {
 	Retried      int64 // produces that failed and were tried again
 	Aborted      int64 // transactions aborted, whose records were taken again (exactly-once)
 	Cancelled    int64 // records not delivered because a cancel command names them
+	PastDue      int64 // records written to the ingress already past their due time, delivered at once
 }
 
 func (s *Stats) add(o Stats) {
@@ -19,4 +20,5 @@ func (s *Stats) add(o Stats) {
 	s.Retried += o.Retried
 	s.Aborted += o.Aborted
 	s.Cancelled += o.Cancelled
+	s.PastDue += o.PastDue
 }
