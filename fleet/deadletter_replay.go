@@ -15,25 +15,17 @@ import (
 const replayTimeout = 15 * time.Second
 
 // Choose reads the dead-letter topic and returns the dead letters f matches,
-// one per source: a source dead-lettered twice (kdelay crashed after writing
-// the dead letter, before committing) is replayed once. A source f names
-// that is not there is an error (*UnknownSourcesError), so that a mistake
-// replays nothing; so is a filter that matches none (*NoMatchError).
+// one per source and one per id (see chooser). A source f names that is not
+// there is an error (*UnknownSourcesError), so that a mistake replays
+// nothing; so is a filter that matches none (*NoMatchError).
 func (fl *Fleet) Choose(ctx context.Context, f Filter, progress Progress) ([]DeadLetter, error) {
-	var chosen []DeadLetter
-	seen := map[string]bool{}
-	err := fl.DeadLetters(ctx, progress, func(d DeadLetter) {
-		if f.Match(d) && !seen[d.Source] {
-			seen[d.Source] = true
-			chosen = append(chosen, d)
-		}
-	})
-	if err != nil {
+	c := newChooser(f)
+	if err := fl.DeadLetters(ctx, progress, c.add); err != nil {
 		return nil, err
 	}
 	var missing []string
 	for s := range f.Sources {
-		if !seen[s] {
+		if !c.sources[s] {
 			missing = append(missing, s)
 		}
 	}
@@ -41,10 +33,42 @@ func (fl *Fleet) Choose(ctx context.Context, f Filter, progress Progress) ([]Dea
 	case len(missing) > 0:
 		slices.Sort(missing)
 		return nil, &UnknownSourcesError{Topic: fl.cfg.Topics.DLQ(), Sources: missing}
-	case len(chosen) == 0:
+	case len(c.chosen) == 0:
 		return nil, &NoMatchError{Topic: fl.cfg.Topics.DLQ(), Filter: f}
 	}
-	return chosen, nil
+	return c.chosen, nil
+}
+
+// chooser keeps the dead letters a filter matches, one per source: a source
+// dead-lettered twice (kdelay crashed after writing the dead letter, before
+// committing) is replayed once; and one per id, the newest: a replayed record
+// dead-lettered again (its delay still beyond max-delay, say) is a second
+// dead letter with the same id and another source, and replaying both would
+// leave two records pending with one id.
+type chooser struct {
+	f       Filter
+	sources map[string]bool
+	ids     map[string]int // index in chosen
+	chosen  []DeadLetter
+}
+
+func newChooser(f Filter) *chooser {
+	return &chooser{f: f, sources: map[string]bool{}, ids: map[string]int{}}
+}
+
+func (c *chooser) add(d DeadLetter) {
+	if !c.f.Match(d) || c.sources[d.Source] {
+		return
+	}
+	c.sources[d.Source] = true
+	if i, ok := c.ids[d.ID()]; ok {
+		if d.Record.Timestamp.After(c.chosen[i].Record.Timestamp) {
+			c.chosen[i] = d
+		}
+		return
+	}
+	c.ids[d.ID()] = len(c.chosen)
+	c.chosen = append(c.chosen, d)
 }
 
 // UnknownSourcesError names the sources asked for that no dead letter

@@ -98,3 +98,29 @@ func TestFilter(t *testing.T) {
 		}
 	}
 }
+
+// TestChooseOnePerID: of the dead letters a filter matches, replay takes one
+// per source and one per id, the newest, so that a record dead-lettered,
+// replayed and dead-lettered again is not replayed twice.
+func TestChooseOnePerID(t *testing.T) {
+	t.Parallel()
+	at := func(r *kgo.Record, ms int64) DeadLetter {
+		r.Timestamp = time.UnixMilli(ms)
+		return ReadDeadLetter(r)
+	}
+	first := at(dead("kdelay.ingress/0/7", []string{kdelay.HeaderID + "=a"}), 1000)
+	again := at(dead("kdelay.ingress/1/9", []string{kdelay.HeaderID + "=a"}), 2000)
+	twice := at(dead("kdelay.ingress/0/7", []string{kdelay.HeaderID + "=a"}), 3000)
+	other := at(dead("kdelay.ingress/0/8", []string{kdelay.HeaderID + "=b"}), 1500)
+	c := newChooser(Filter{})
+	for _, d := range []DeadLetter{first, other, again, twice} {
+		c.add(d)
+	}
+	var got []string
+	for _, d := range c.chosen {
+		got = append(got, d.ID()+"@"+d.Source)
+	}
+	if want := []string{"a@kdelay.ingress/1/9", "b@kdelay.ingress/0/8"}; !slices.Equal(got, want) {
+		t.Errorf("chose %v, want %v: one per id, the newest; a source once", got, want)
+	}
+}
