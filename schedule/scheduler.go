@@ -61,7 +61,10 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	s.adm = kadm.NewClient(admCl)
-	n, err := ensureTopic(ctx, s.adm, &s.cfg)
+	n, err := ensureTopicRetrying(ctx, s.adm, &s.cfg)
+	if ctx.Err() != nil {
+		return nil // stopped before it began
+	}
 	if err != nil {
 		return err
 	}

@@ -51,6 +51,49 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, cfg *Config) (int, error
 	}
 }
 
+// ensureTopicRetrying is ensureTopic, tried again while the brokers cannot
+// be reached or answer with an error worth retrying, until ctx ends: the
+// scheduler starts once the forwarder is ready, and a broker outage then
+// must not stop kdelay serve, as it does not stop the forwarder (until
+// 2026-11-25 it did: TestOutageLogs). A refusal that only the operator can
+// fix (authorization, a topic that does not compact) ends it.
+func ensureTopicRetrying(ctx context.Context, adm *kadm.Client, cfg *Config) (int, error) {
+	backoff := time.Second
+	for {
+		n, err := ensureTopic(ctx, adm, cfg)
+		if err == nil || ctx.Err() != nil || !retriable(err) {
+			return n, err
+		}
+		cfg.Logger.Warn("schedules_topic_unavailable", "topic", cfg.Topics.Schedules(), "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return 0, ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 30*time.Second)
+	}
+}
+
+// permanent is an error trying again does not fix.
+type permanent struct{ error }
+
+func (p permanent) Unwrap() error { return p.error }
+
+// retriable reports whether err may pass by itself: anything but a refusal
+// of the operator's setup (permanent) or a Kafka error Kafka says is not
+// worth retrying.
+func retriable(err error) bool {
+	var p permanent
+	if errors.As(err, &p) {
+		return false
+	}
+	var ke *kerr.Error
+	if errors.As(err, &ke) {
+		return ke.Retriable
+	}
+	return true
+}
+
 func led(ps kadm.PartitionDetails) bool {
 	for _, p := range ps {
 		if p.Err != nil || p.Leader < 0 {
@@ -76,9 +119,9 @@ func checkCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
 	}
 	for _, c := range rc.Configs {
 		if c.Key == "cleanup.policy" && c.Value != nil && !slices.Equal(strings.Split(*c.Value, ","), []string{"compact"}) {
-			return fmt.Errorf("topic %s has cleanup.policy=%s: it must only compact, or schedules still in force are deleted; "+
+			return permanent{fmt.Errorf("topic %s has cleanup.policy=%s: it must only compact, or schedules still in force are deleted; "+
 				"fix: kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact",
-				topic, *c.Value, topic)
+				topic, *c.Value, topic)}
 		}
 	}
 	return nil
