@@ -117,7 +117,11 @@ func TestEmbeddedRetentionServe(t *testing.T) {
 	send := func(value, delay string) time.Time {
 		r := &kgo.Record{Value: []byte(value), Headers: []kgo.RecordHeader{
 			{Key: kdelay.HeaderTarget, Value: []byte(target)}, {Key: kdelay.HeaderDelay, Value: []byte(delay)}}}
-		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+		// Bounded: if serve stopped, the ingress is never created, and
+		// the client would wait for it for ever.
+		sctx, scancel := context.WithTimeout(ctx, 30*time.Second)
+		defer scancel()
+		if err := cl.ProduceSync(sctx, r).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 		return r.Timestamp

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"cmp"
+
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/plugin/kslog"
 
@@ -15,11 +17,13 @@ import (
 func (s server) scheduler(brokers []string) (*schedule.Scheduler, error) {
 	cfg := s.cfg
 	return schedule.New(schedule.Config{
-		Brokers:               brokers,
-		Topics:                kdelay.Topics{Prefix: cfg.TopicPrefix},
-		Group:                 cfg.Group,
-		ExactlyOnce:           forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
-		InstanceID:            cfg.InstanceID,
+		Brokers:     brokers,
+		Topics:      kdelay.Topics{Prefix: cfg.TopicPrefix},
+		Group:       cfg.Group,
+		ExactlyOnce: forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
+		// As the forwarder defaults it: serve sets it before it gets here,
+		// a test running forward on its own may not.
+		InstanceID:            cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID()),
 		TransactionalIDSuffix: s.txnIDSuffix,
 		MaxDelay:              cfg.MaxDelay,
 		SessionTimeout:        cfg.SessionTimeout,
