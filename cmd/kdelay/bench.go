@@ -237,10 +237,18 @@ func (f *benchFlags) write(rep *bench.Report, out io.Writer) error {
 	if err := bench.WriteBenchfmt(out, rep); err != nil {
 		return err
 	}
-	files := []struct {
-		path   string
-		render func(io.Writer, *bench.Report) error
-	}{{f.json, bench.WriteJSON}, {f.benchfmt, bench.WriteBenchfmt}, {f.svg, bench.WriteSVG}}
+	return writeFiles(rep, reportFile[*bench.Report]{f.json, bench.WriteJSON},
+		reportFile[*bench.Report]{f.benchfmt, bench.WriteBenchfmt}, reportFile[*bench.Report]{f.svg, bench.WriteSVG})
+}
+
+// reportFile is a file a bench command writes rep to when a flag names it.
+type reportFile[R any] struct {
+	path   string // "" when not asked for
+	render func(io.Writer, R) error
+}
+
+// writeFiles writes rep to each file asked for.
+func writeFiles[R any](rep R, files ...reportFile[R]) error {
 	var errs []error
 	for _, file := range files {
 		if file.path != "" {
@@ -248,6 +256,17 @@ func (f *benchFlags) write(rep *bench.Report, out io.Writer) error {
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// missedGoals says each goal not met as a failed command reports it.
+func missedGoals(goals []bench.Goal) []string {
+	var missed []string
+	for _, g := range goals {
+		if !g.Met {
+			missed = append(missed, fmt.Sprintf("%s: %s, want %s", g.Name, g.Got, g.Want))
+		}
+	}
+	return missed
 }
 
 func writeFile(path string, write func(io.Writer) error) error {

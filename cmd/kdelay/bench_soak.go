@@ -122,28 +122,14 @@ func (f *benchFlags) writeSoak(rep *bench.SoakReport, csv string, out io.Writer)
 	if err := bench.WriteSoakTable(out, rep); err != nil {
 		return err
 	}
-	files := []struct {
-		path   string
-		render func(io.Writer, *bench.SoakReport) error
-	}{{csv, bench.WriteSoakCSV}, {f.json, bench.WriteSoakJSON}, {f.svg, bench.WriteSoakSVG}}
-	var errs []error
-	for _, file := range files {
-		if file.path != "" {
-			errs = append(errs, writeFile(file.path, func(w io.Writer) error { return file.render(w, rep) }))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	type file = reportFile[*bench.SoakReport]
+	if err := writeFiles(rep, file{csv, bench.WriteSoakCSV}, file{f.json, bench.WriteSoakJSON}, file{f.svg, bench.WriteSoakSVG}); err != nil {
 		return err
 	}
 	if rep.Met() {
 		return nil
 	}
-	var missed []string
-	for _, g := range rep.Goals {
-		if !g.Met {
-			missed = append(missed, fmt.Sprintf("%s: %s, want %s", g.Name, g.Got, g.Want))
-		}
-	}
+	missed := missedGoals(rep.Goals)
 	if rep.Error != "" {
 		missed = append(missed, "the run ended early: "+rep.Error)
 	}

@@ -123,28 +123,14 @@ func (f *benchFlags) writeSweep(rep *bench.SweepReport, csv string, out io.Write
 	if err := bench.WriteSweepTable(out, rep); err != nil {
 		return err
 	}
-	files := []struct {
-		path   string
-		render func(io.Writer, *bench.SweepReport) error
-	}{{csv, bench.WriteSweepCSV}, {f.json, bench.WriteSweepJSON}, {f.svg, bench.WriteSweepSVG}}
-	var errs []error
-	for _, file := range files {
-		if file.path != "" {
-			errs = append(errs, writeFile(file.path, func(w io.Writer) error { return file.render(w, rep) }))
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	type file = reportFile[*bench.SweepReport]
+	if err := writeFiles(rep, file{csv, bench.WriteSweepCSV}, file{f.json, bench.WriteSweepJSON}, file{f.svg, bench.WriteSweepSVG}); err != nil {
 		return err
 	}
 	if rep.Met() {
 		return nil
 	}
-	var missed []string
-	for _, g := range rep.Goals {
-		if !g.Met {
-			missed = append(missed, fmt.Sprintf("%s: %s, want %s", g.Name, g.Got, g.Want))
-		}
-	}
+	missed := missedGoals(rep.Goals)
 	for _, r := range rep.Rows {
 		if r.Error != "" {
 			missed = append(missed, fmt.Sprintf("the run at %d/s ended early: %s", r.Rate, r.Error))
