@@ -93,15 +93,36 @@ func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
 // transaction's outcome unknown, which the next end resolves by aborting.
 func (w *worker) endTxn(ctx, run context.Context) error {
 	offsets, consistent := w.settle(ctx)
-	commit := kgo.TransactionEndTry(consistent)
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
 		setTxnOffsets(req, w.source, offsets)
 		return nil
 	}
-	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), commit)
+	w.mu.Lock()
+	prev := make(map[int32]int64, len(offsets))
+	for id := range offsets {
+		if p, ok := w.parts[id]; ok {
+			prev[id] = p.committed
+		}
+	}
+	w.mu.Unlock()
+	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
+	resolved := false
+	if !committed && !fenced(err) {
+		// End may have given up with the transaction still open (its
+		// flush or EndTxn outlasted ctx: a broker restarting), or with a
+		// commit whose answer never came: ending it here settles either
+		// on the broker. It comes before the rewind below, whose offsets
+		// it would otherwise reset.
+		if aerr := w.abortOpen(run); aerr != nil {
+			return aerr
+		}
+		if consistent && len(offsets) > 0 && run.Err() == nil {
+			committed = w.committedAfterAll(run, offsets, prev)
+			resolved = committed
+		}
+	}
 
 	w.mu.Lock()
-	defer w.mu.Unlock()
 	w.txnProduced = false
 	if committed {
 		for id, o := range offsets {
@@ -115,26 +136,21 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 	} else {
 		w.stats.Aborted++
 		w.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
+	}
+	if !committed || resolved {
+		// The client read on from where it believed itself committed:
+		// read each partition again from its commit point.
 		w.rewind()
 	}
+	w.mu.Unlock()
 	if err != nil && fenced(err) {
 		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
 			w.cfg.InstanceID, w.group, err)
 	}
-	if berr := w.txn.Begin(); berr != nil {
-		if err == nil {
-			return fmt.Errorf("begin transaction: %w", berr)
-		}
-		// End gave up before the transaction ended (its flush or its
-		// EndTxn outlasted ctx: a broker restarting), so the client still
-		// holds it open. Its records were rewound above: abort it once the
-		// broker answers, then begin the next.
-		if aerr := w.abortOpen(run); aerr != nil {
-			return aerr
-		}
-		if berr := w.txn.Begin(); berr != nil {
-			return fmt.Errorf("begin transaction: %w", berr)
-		}
+	if berr := w.txn.Begin(); berr != nil && run.Err() == nil {
+		// Not when stopping: abortOpen gave up on a transaction the
+		// broker aborts at its timeout, and the loop ends.
+		return fmt.Errorf("begin transaction: %w", berr)
 	}
 	return nil
 }

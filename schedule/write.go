@@ -150,27 +150,58 @@ func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64)
 	})
 	committed, err := s.txn.End(commit, kgo.TryCommit)
 	if !committed {
-		if err != nil && (errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed)) {
-			return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
+		if ferr := s.fenced(err); ferr != nil {
+			return ferr
 		}
 		if ctx.Err() == nil {
 			s.cfg.Logger.Warn("schedules_transaction_aborted", "err", err)
+		}
+		// End may have given up with the transaction open, or with a
+		// commit it never heard confirmed: ending it settles the outcome
+		// on the broker, and the reload then reads whichever it was (it
+		// reads committed records only). The reload comes after: ending
+		// resets the client's offsets.
+		if err := s.abortOpen(ctx); err != nil {
+			return err
 		}
 		s.mu.Lock()
 		s.reload(s.owned())
 		s.mu.Unlock()
 	}
-	if berr := s.txn.Begin(); berr != nil {
-		// End gave up before the transaction ended: abort it, then begin.
+	if err := s.txn.Begin(); err != nil && ctx.Err() == nil {
+		return fmt.Errorf("begin transaction: %w", err)
+	}
+	return nil
+}
+
+// abortOpen ends whatever transaction the client still holds, trying again
+// with a backoff until the broker answers or ctx ends (stopping: the broker
+// aborts it at the transaction timeout).
+func (s *Scheduler) abortOpen(ctx context.Context) error {
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 		abort, cancel := context.WithTimeout(ctx, s.cfg.ShutdownTimeout)
-		_, aerr := s.txn.End(abort, kgo.TryAbort)
+		_, err := s.txn.End(abort, kgo.TryAbort)
 		cancel()
-		if aerr != nil {
-			return fmt.Errorf("abort transaction: %w", errors.Join(berr, aerr))
+		if err == nil || ctx.Err() != nil {
+			return nil
 		}
-		if berr := s.txn.Begin(); berr != nil {
-			return fmt.Errorf("begin transaction: %w", berr)
+		if ferr := s.fenced(err); ferr != nil {
+			return ferr
 		}
+		s.cfg.Logger.Warn("schedules_transaction_abort_failed", "retry_in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// fenced is err said plainly if it means another producer took the
+// transactional id, nil otherwise.
+func (s *Scheduler) fenced(err error) error {
+	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
 	}
 	return nil
 }

@@ -1,0 +1,118 @@
+package forwarder
+
+import (
+	"context"
+	"net"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// conns dials as net.Dialer does and can cut every connection it made: a
+// broker that dies under its clients.
+type conns struct {
+	mu   sync.Mutex
+	open []net.Conn
+}
+
+func (c *conns) dial(ctx context.Context, network, host string) (net.Conn, error) {
+	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
+	if err == nil {
+		c.mu.Lock()
+		c.open = append(c.open, conn)
+		c.mu.Unlock()
+	}
+	return conn, err
+}
+
+func (c *conns) cut() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, conn := range c.open {
+		conn.Close()
+	}
+	c.open = nil
+}
+
+// TestUnconfirmedCommit ends a transaction whose commit the broker applied
+// but whose answer never came back, as when the transaction coordinator dies
+// right after writing the commit to the transaction log and its successor is
+// not found before the end of the transaction gives up: the outcome must be
+// resolved, not assumed. Taking it for an abort replayed the transaction's
+// records on top of the committed ones, and a read_committed consumer saw
+// them twice (issue 20: 22 and 992 copies on a 3-node cluster).
+func TestUnconfirmedCommit(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's control of EndTxn; on a cluster, kdelay bench faults --scenarios node-kill --delivery exactly-once kills the transaction coordinator")
+	}
+	var net conns
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(net.dial))
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+
+	// The first commit that holds a record is applied, but its connection
+	// dies first; the coordinator answers no EndTxn for the next three
+	// ends' worth of time.
+	fake := fx.cluster.Fake
+	var cutAt atomic.Int64
+	applied := make(chan struct{})
+	fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		if at := cutAt.Load(); at != 0 {
+			if time.Since(time.Unix(0, at)) > 3*cfg.ShutdownTimeout {
+				return nil, nil, false
+			}
+			resp := end.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp, nil, true
+		}
+		if !end.Commit {
+			return nil, nil, false
+		}
+		cutAt.Store(time.Now().UnixNano())
+		fake.SleepControl(net.cut)
+		close(applied)
+		return nil, nil, false // the broker commits it; its answer finds the connection gone
+	})
+	fx.start(cfg)
+
+	const n = 20
+	for i := range n {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
+	}
+	select {
+	case <-applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forwarder committed no transaction within 20s")
+	}
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := kafkatest.IDs(got); len(ids) != n {
+		t.Fatalf("%d of %d records delivered within 30s", len(ids), n)
+	}
+	// A replay's copies are committed with the ingress offsets after them:
+	// once those are, a copy is at most a poll away.
+	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
+	}
+	got = arrived.Until(5*time.Second, atLeast(n+1))
+	for id, times := range kafkatest.IDs(got) {
+		if times > 1 {
+			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
+		}
+	}
+}
