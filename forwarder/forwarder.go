@@ -12,7 +12,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -118,20 +120,59 @@ func (f *Forwarder) groups() []string {
 	return groups
 }
 
-// start runs a worker for stage s in g until ctx ends.
+// start runs a worker for stage s in g until ctx ends. A worker that stops
+// with errRenew is started again, with a new client and producer session
+// (renew.go), after a pause that doubles while it keeps stopping so.
 func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
+	w, err := f.newWorker(s, nil)
+	if err != nil {
+		return err
+	}
+	g.Go(func() error {
+		for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+			started := time.Now()
+			err := w.run(ctx)
+			if !errors.Is(err, errRenew) || ctx.Err() != nil {
+				return err
+			}
+			if time.Since(started) > retryBackoffMax {
+				backoff = retryBackoffMin
+			}
+			f.cfg.Logger.Warn("transaction_session_renewed", "group", w.group, "in", backoff, "err", err)
+			select {
+			case <-ctx.Done():
+				return nil
+			case <-time.After(backoff):
+			}
+			if w, err = f.newWorker(s, w); err != nil {
+				return err
+			}
+		}
+	})
+	return nil
+}
+
+// newWorker makes the worker of stage s, in place of old if not nil: it
+// keeps old's counts, which the metrics must never see go back.
+func (f *Forwarder) newWorker(s stage, old *worker) (*worker, error) {
 	w, err := newWorker(&f.cfg, s, f.dlqMax, f.owners)
 	if err != nil {
-		return fmt.Errorf("start forwarder for %s: %w", s.topic, err)
+		return nil, fmt.Errorf("start forwarder for %s: %w", s.topic, err)
 	}
 	w.cmds = f.cmds
-	f.mu.Lock()
-	f.workers = append(f.workers, w)
-	f.mu.Unlock()
 	w.mem = f.mem
 	w.buf.pool = f.pool
-	g.Go(func() error { return w.run(ctx) })
-	return nil
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if i := slices.Index(f.workers, old); old != nil && i >= 0 {
+		old.mu.Lock()
+		w.stats = old.stats
+		old.mu.Unlock()
+		f.workers[i] = w
+	} else {
+		f.workers = append(f.workers, w)
+	}
+	return w, nil
 }
 
 // Stats sums what every forwarder did so far.

@@ -144,15 +144,22 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 	}
 	w.mu.Unlock()
 	if err != nil && fenced(err) {
-		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
-			w.cfg.InstanceID, w.group, err)
+		return w.fencedTxn(run, err)
 	}
-	if berr := w.txn.Begin(); berr != nil && run.Err() == nil {
-		// Not when stopping: abortOpen gave up on a transaction the
-		// broker aborts at its timeout, and the loop ends.
-		return fmt.Errorf("begin transaction: %w", berr)
+	return w.begin(run)
+}
+
+// begin begins the next transaction. Not when stopping: abortOpen gave up on
+// a transaction the broker aborts at its timeout, and the loop ends.
+func (w *worker) begin(run context.Context) error {
+	err := w.txn.Begin()
+	switch {
+	case err == nil || run.Err() != nil:
+		return nil
+	case fenced(err):
+		return w.fencedTxn(run, err)
 	}
-	return nil
+	return fmt.Errorf("begin transaction: %w", err)
 }
 
 // abortOpen aborts the open transaction, trying again with a backoff until
@@ -167,8 +174,7 @@ func (w *worker) abortOpen(run context.Context) error {
 		case err == nil:
 			return nil
 		case fenced(err):
-			return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
-				w.cfg.InstanceID, w.group, err)
+			return w.fencedTxn(run, err)
 		case run.Err() != nil:
 			return nil // stopping: the broker aborts it at the transaction timeout
 		}

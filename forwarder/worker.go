@@ -3,7 +3,6 @@ package forwarder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"slices"
 	"sync"
@@ -207,8 +206,8 @@ func (w *worker) run(ctx context.Context) error {
 	w.mu.Unlock()
 	defer w.shutdown()
 	if w.txn != nil {
-		if err := w.txn.Begin(); err != nil {
-			return fmt.Errorf("begin transaction: %w", err)
+		if err := w.begin(ctx); err != nil {
+			return err
 		}
 	}
 	for ctx.Err() == nil {

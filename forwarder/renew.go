@@ -1,0 +1,64 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+)
+
+// A transactional producer is fenced (PRODUCER_FENCED) when the broker
+// bumped its epoch: another producer initialised the same transactional id,
+// or the coordinator aborted a transaction that outlived its timeout, as
+// when a cluster loses its quorum for longer than that (issue 20: one
+// process stopped with "begin transaction: PRODUCER_FENCED" after two of
+// three brokers were down for seconds). franz-go cannot go on with a fenced
+// producer; only the first cause means another process took over. The
+// group tells them apart: a process with the same instance id joins the
+// worker's group too, and takes the member of that static instance id. If
+// the member is still ours, the worker starts again with a new producer
+// session; if another holds it, this process is the one that must go.
+
+// errRenew is what a worker whose producer was fenced, and whose instance
+// id no other process holds, stops with: its Forwarder starts it again.
+var errRenew = errors.New("transactional producer fenced while no other process holds the instance id")
+
+// fencedTxn is a fenced producer's error as the worker stops with it:
+// errRenew if no other member holds the instance id, the error that says to
+// give each process its own instance id if one does.
+func (w *worker) fencedTxn(ctx context.Context, err error) error {
+	other, derr := w.otherHoldsInstance(ctx)
+	if derr != nil {
+		w.log.Warn("instance_id_holder_unknown", "err", derr)
+	}
+	if other {
+		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
+			w.cfg.InstanceID, w.group, err)
+	}
+	return fmt.Errorf("%w: %w", errRenew, err)
+}
+
+// otherHoldsInstance reports whether a member of the worker's group other
+// than its own client holds its instance id. A group that cannot be
+// described counts as not: renewing when in doubt fences the other
+// producer, which then looks at the group in turn, where one of the two
+// members has been replaced by then.
+func (w *worker) otherHoldsInstance(ctx context.Context) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
+	defer cancel()
+	groups, err := kadm.NewClient(w.cl).DescribeGroups(ctx, w.group)
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil {
+		return false, err
+	}
+	ours, _ := w.cl.GroupMetadata()
+	for _, m := range groups[w.group].Members {
+		if m.InstanceID != nil && *m.InstanceID == w.cfg.InstanceID && m.MemberID != ours {
+			return true, nil
+		}
+	}
+	return false, nil
+}

@@ -1,0 +1,120 @@
+package forwarder
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestFencedProducerRenews: a broker that fences the producer of a worker
+// (as a coordinator that aborted a transaction past its timeout does) while
+// no other process holds its instance id does not stop the forwarder: the
+// worker starts again with a new producer session, and every record is
+// delivered once. It stopped kdelay serve with "begin transaction:
+// PRODUCER_FENCED" after a 3-node cluster lost its quorum (issue 20).
+func TestFencedProducerRenews(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's Fault to fence a producer; on a cluster, kdelay bench faults --scenarios quorum-loss --delivery exactly-once")
+	}
+	log, book := captureLogs(t)
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.Logger = log
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	_, done := fx.runUntilCrash(cfg)
+
+	fence := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.ProducerFenced})
+	const n = 20
+	for i := range n {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if err := fence.Wait(ctx, 1); err != nil {
+		t.Fatalf("the forwarder ended no transaction within 20s: %v", err)
+	}
+	if l := book.line(20*time.Second, "transaction_session_renewed"); l == "" {
+		t.Error("no transaction_session_renewed logged within 20s of the fence")
+	}
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	select {
+	case <-done:
+		t.Fatal("the forwarder stopped after its producer was fenced")
+	default:
+	}
+	if ids := kafkatest.IDs(got); len(ids) != n {
+		t.Fatalf("%d of %d records delivered within 30s of the fence", len(ids), n)
+	}
+	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
+	}
+	for id, times := range kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))) {
+		if times > 1 {
+			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
+		}
+	}
+}
+
+// TestTakenOverStops: a second forwarder started with the instance id of a
+// running one in exactly-once delivery takes its place; one of the two stops
+// with an error that names the setting to change, rather than both renewing
+// their producers and fencing each other for ever.
+func TestTakenOverStops(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.SessionTimeout = 6 * time.Second
+	run := func() <-chan error {
+		f, err := New(cfg)
+		if err != nil {
+			t.Fatalf("New: %v", err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		stopped, done := make(chan error, 1), make(chan struct{})
+		go func() {
+			defer close(done)
+			stopped <- f.Run(ctx)
+		}()
+		t.Cleanup(func() {
+			cancel()
+			select {
+			case <-done:
+			case <-time.After(30 * time.Second):
+				t.Error("a forwarder did not stop within 30s")
+			}
+		})
+		return stopped
+	}
+	first := run()
+	fx.send("0", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, "0")
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	if got := arrived.Until(30*time.Second, atLeast(1)); len(got) < 1 {
+		t.Fatal("the first forwarder delivered nothing within 30s")
+	}
+	second := run()
+	var err error
+	select {
+	case err = <-first:
+	case err = <-second:
+	case <-time.After(60 * time.Second):
+		t.Fatal("two forwarders with one instance id both still running after 60s")
+	}
+	if err == nil || !strings.Contains(err.Error(), "instance-id") {
+		t.Errorf("the forwarder that stopped said %v, want an error naming the instance-id setting", err)
+	}
+}
