@@ -69,13 +69,26 @@ func (s *Scheduler) Run(ctx context.Context) error {
 		return err
 	}
 	s.st.place = placeKey(s.cfg.Topics.Schedules(), n)
-	if err := s.connect(); err != nil {
-		return err
+	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
+		if err := s.connect(); err != nil {
+			return err
+		}
+		err = s.loop(ctx)
+		// The loop holds rebalances between polls (BlockRebalanceOnPoll),
+		// which closing waits for.
+		s.cl.CloseAllowingRebalance()
+		if !errors.Is(err, errRenew) || ctx.Err() != nil {
+			break
+		}
+		// A new client with the instance id takes the partitions back
+		// without a rebalance, and loads them again.
+		s.cfg.Logger.Warn("schedules_transaction_session_renewed", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-time.After(backoff):
+		}
 	}
-	err = s.loop(ctx)
-	// The loop holds rebalances between polls (BlockRebalanceOnPoll),
-	// which closing waits for.
-	s.cl.CloseAllowingRebalance()
 	if err == nil {
 		s.leave()
 	}
@@ -87,8 +100,8 @@ func (s *Scheduler) Run(ctx context.Context) error {
 
 func (s *Scheduler) loop(ctx context.Context) error {
 	if s.txn != nil {
-		if err := s.txn.Begin(); err != nil {
-			return fmt.Errorf("begin transaction: %w", err)
+		if err := s.begin(ctx); err != nil {
+			return err
 		}
 		// Empty unless a step failed to end it: nothing was produced.
 		defer func() {

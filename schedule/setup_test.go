@@ -39,6 +39,7 @@ type bubble struct {
 	cl     *kgo.Client
 	dial   kgo.Opt
 	target string
+	fake   *kfake.Cluster
 }
 
 func inBubble(t *testing.T, exactlyOnce bool, fn func(b *bubble)) {
@@ -54,7 +55,7 @@ func inBubble(t *testing.T, exactlyOnce bool, fn func(b *bubble)) {
 		}
 		t.Cleanup(cluster.Close)
 		dial := kgo.Dialer(network.DialContext)
-		b := &bubble{t: t, dial: dial, target: "target"}
+		b := &bubble{t: t, dial: dial, target: "target", fake: cluster}
 		b.cl, err = kgo.NewClient(kgo.SeedBrokers(cluster.ListenAddrs()...), dial, kgo.ProducerLinger(0))
 		if err != nil {
 			t.Fatal(err)

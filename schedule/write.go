@@ -168,10 +168,19 @@ func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64)
 		s.reload(s.owned())
 		s.mu.Unlock()
 	}
-	if err := s.txn.Begin(); err != nil && ctx.Err() == nil {
-		return fmt.Errorf("begin transaction: %w", err)
+	return s.begin(ctx)
+}
+
+// begin begins the next transaction, unless stopping.
+func (s *Scheduler) begin(ctx context.Context) error {
+	err := s.txn.Begin()
+	if err == nil || ctx.Err() != nil {
+		return nil
 	}
-	return nil
+	if ferr := s.fenced(err); ferr != nil {
+		return ferr
+	}
+	return fmt.Errorf("begin transaction: %w", err)
 }
 
 // abortOpen ends whatever transaction the client still holds, trying again
@@ -197,13 +206,46 @@ func (s *Scheduler) abortOpen(ctx context.Context) error {
 	}
 }
 
-// fenced is err said plainly if it means another producer took the
-// transactional id, nil otherwise.
+// fenced is nil unless err says the broker fenced the producer. Then it is
+// errRenew if no other process holds the instance id (the coordinator
+// fenced a transaction it aborted past its timeout, as after a cluster lost
+// its quorum), and the error that says to give each process its own
+// instance id if one does (the forwarder does the same: forwarder/renew.go).
 func (s *Scheduler) fenced(err error) error {
-	if errors.Is(err, kerr.ProducerFenced) || errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
-		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
+	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		return nil
 	}
-	return nil
+	if !s.otherHoldsInstance() {
+		return fmt.Errorf("%w: %w", errRenew, err)
+	}
+	return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
+}
+
+// errRenew stops the loop of a Scheduler whose producer was fenced while no
+// other process holds its instance id: Run connects again.
+var errRenew = errors.New("transactional producer fenced while no other process holds the instance id")
+
+// otherHoldsInstance reports whether a member of the group other than this
+// client holds the instance id; a group that cannot be described counts as
+// not, as in the forwarder.
+func (s *Scheduler) otherHoldsInstance() bool {
+	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
+	defer cancel()
+	groups, err := s.adm.DescribeGroups(ctx, s.cfg.group())
+	if err == nil {
+		err = groups.Error()
+	}
+	if err != nil {
+		s.cfg.Logger.Warn("schedules_instance_id_holder_unknown", "err", err)
+		return false
+	}
+	ours, _ := s.cl.GroupMetadata()
+	for _, m := range groups[s.cfg.group()].Members {
+		if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && m.MemberID != ours {
+			return true
+		}
+	}
+	return false
 }
 
 // setOffsets makes req commit offset ends[p] for each partition p of
