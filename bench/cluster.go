@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
 
@@ -207,9 +208,9 @@ func (c *cluster) stable(ctx context.Context, groups []string) bool {
 // forwarderGroups are the consumer groups of a forwarder with group and
 // levels: the ingress router's and one per level.
 func forwarderGroups(group string, set levels.Set) []string {
-	groups := []string{group + ".ingress"}
+	groups := []string{forwarder.IngressGroup(group)}
 	for _, l := range set {
-		groups = append(groups, group+".level."+l.Name)
+		groups = append(groups, forwarder.LevelGroup(group, l.Name))
 	}
 	return groups
 }

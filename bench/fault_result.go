@@ -20,6 +20,9 @@ type FaultReport struct {
 	MaxDelay   time.Duration      `json:"max_delay_ns"`
 	Duration   time.Duration      `json:"duration_ns"` // of writing, per scenario
 	Grace      time.Duration      `json:"grace_ns"`
+	// NodeRole picked the node of node-kill and quorum-loss; empty without
+	// cluster scenarios.
+	NodeRole string `json:"node_role,omitempty"`
 
 	Scenarios []FaultResult `json:"scenarios"`
 }
@@ -67,6 +70,9 @@ type Fault struct {
 	At     time.Duration `json:"at_ns"`
 	Back   time.Duration `json:"back_ns"`
 	BackOK bool          `json:"back_ok"` // false: not back within the back timeout, which then ended the window
+	// Nodes are the Kafka nodes a cluster scenario stopped or killed, in
+	// order.
+	Nodes []int32 `json:"nodes,omitempty"`
 }
 
 // window is a fault's span in wall-clock time.

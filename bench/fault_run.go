@@ -24,9 +24,11 @@ type faultRun struct {
 
 	c       *cluster
 	fleet   *fleet
-	kafka   *localKafka // broker-restart on --brokers
-	dataDir string      // of a kdelay serve's own broker
-	groups  []string    // the forwarder's consumer groups
+	kafka   *localKafka   // broker-restart on --brokers
+	nodes   *localCluster // the cluster scenarios'
+	faulted []int32       // nodes the fault in progress stops, in order
+	dataDir string        // of a kdelay serve's own broker
+	groups  []string      // the forwarder's consumer groups
 
 	coll     *collector
 	stopColl func()
@@ -74,6 +76,11 @@ func (r *faultRun) run(ctx context.Context) error {
 	if err := r.startCollecting(ctx); err != nil {
 		return err
 	}
+	if r.nodes != nil {
+		if err := r.checkReplicas(ctx); err != nil {
+			return err
+		}
+	}
 	bar := startProgress(r.cfg.Progress, r.sc.name, r.cfg.records(), r.progress)
 	defer bar.stop()
 	r.started = time.Now()
@@ -118,6 +125,7 @@ func (r *faultRun) open(ctx context.Context) error {
 	}
 	r.c = c
 	c.discard = r.dataDir != ""
+	c.runPrefix = r.name // so that close deletes the scenario's topics
 	r.res.Broker = c.String()
 	setup := Setup{
 		Brokers: c.brokers, Topics: kdelay.Topics{Prefix: r.name}, Group: r.name, Mode: forwarder.ModeExact,
@@ -129,8 +137,11 @@ func (r *faultRun) open(ctx context.Context) error {
 	}
 	r.fleet = &fleet{cmd: cmd, setup: setup}
 	r.groups = forwarderGroups(r.name, r.cfg.Levels)
-	if r.sc.ownBroker && len(r.cfg.Brokers) > 0 {
+	switch {
+	case r.sc.ownBroker && len(r.cfg.Brokers) > 0:
 		r.kafka, err = newLocalKafka(ctx, r.cfg.LocalKafka, r.cfg.Brokers[0])
+	case r.sc.cluster:
+		r.nodes, err = newLocalCluster(ctx, r.cfg.LocalKafka, c.cl)
 	}
 	return err
 }
@@ -193,13 +204,14 @@ func (r *faultRun) injectAll(ctx context.Context) error {
 		before, _ := r.c.members(ctx, r.groups) // nil: every member counts as new
 		at := time.Now()
 		r.cfg.Logger.Info("fault", "scenario", r.sc.name, "at", at.Sub(r.started))
+		r.faulted = nil
 		want, fresh, err := r.sc.inject(ctx, r)
 		var ok bool
 		if err == nil {
 			ok, err = r.waitBack(ctx, want, fresh, before)
 		}
 		back := time.Now()
-		r.res.Faults = append(r.res.Faults, Fault{At: at.Sub(r.started), Back: back.Sub(at), BackOK: ok})
+		r.res.Faults = append(r.res.Faults, Fault{At: at.Sub(r.started), Back: back.Sub(at), BackOK: ok, Nodes: r.faulted})
 		r.windows = append(r.windows, window{at, back})
 		if err != nil {
 			return fmt.Errorf("fault at %s: %w", at.Sub(r.started).Round(time.Millisecond), err)
@@ -210,7 +222,8 @@ func (r *faultRun) injectAll(ctx context.Context) error {
 }
 
 // waitBack waits until every group of the forwarder is Stable with want
-// members, at least fresh of them not in before; false after BackTimeout.
+// members, at least fresh of them not in before, and, on a local-kafka
+// cluster, every node serves; false after BackTimeout.
 // It fails at once when a kdelay serve exits by itself.
 func (r *faultRun) waitBack(ctx context.Context, want, fresh int, before map[string][]string) (bool, error) {
 	deadline := time.Now().Add(r.cfg.BackTimeout)
@@ -218,10 +231,12 @@ func (r *faultRun) waitBack(ctx context.Context, want, fresh int, before map[str
 		if err := r.fleet.err(); err != nil {
 			return false, err
 		}
-		if r.isBack(ctx, want, fresh, before) {
+		missing := r.notBack(ctx, want, fresh, before)
+		if missing == "" {
 			return true, nil
 		}
 		if time.Now().After(deadline) {
+			r.cfg.Logger.Warn("not_back", "scenario", r.sc.name, "after", r.cfg.BackTimeout, "waiting_for", missing)
 			return false, nil
 		}
 		if err := sleepUntil(ctx, time.Now().Add(100*time.Millisecond)); err != nil {
@@ -230,12 +245,18 @@ func (r *faultRun) waitBack(ctx context.Context, want, fresh int, before map[str
 	}
 }
 
-func (r *faultRun) isBack(ctx context.Context, want, fresh int, before map[string][]string) bool {
+// notBack says what the system still lacks to be back; "" once it is.
+func (r *faultRun) notBack(ctx context.Context, want, fresh int, before map[string][]string) string {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
+	if r.nodes != nil {
+		if missing := r.notServing(ctx); missing != "" {
+			return missing
+		}
+	}
 	now, err := r.c.members(ctx, r.groups)
 	if err != nil {
-		return false
+		return "the groups' members: " + err.Error()
 	}
 	for _, g := range r.groups {
 		ids := now[g]
@@ -246,10 +267,10 @@ func (r *faultRun) isBack(ctx context.Context, want, fresh int, before map[strin
 			}
 		}
 		if len(ids) != want || added < fresh {
-			return false
+			return fmt.Sprintf("group %s stable with %d members, %d of them new (now %d stable members, %d new)", g, want, fresh, len(ids), added)
 		}
 	}
-	return true
+	return ""
 }
 
 // progress is what the bar shows: records written and arrived.

@@ -12,6 +12,9 @@ type scenario struct {
 	// ownBroker: on the embedded broker, kdelay serve runs its own, so
 	// that stopping the broker is stopping serve.
 	ownBroker bool
+	// cluster: it faults the nodes of a local-kafka cluster, which must
+	// be what --brokers names.
+	cluster bool
 	// inject injects the fault once and says when the system is back: every
 	// group stable with want members, fresh of them new since the fault.
 	inject func(ctx context.Context, r *faultRun) (want, fresh int, err error)
@@ -28,6 +31,12 @@ func scenarioByName(name string) scenario {
 		return scenario{name: name, instances: 3, inject: killOne, again: func(r *faultRun) bool { return len(r.fleet.procs) > 1 }}
 	case ScenarioBrokerRestart:
 		return scenario{name: name, instances: 1, ownBroker: true, inject: restartBroker, again: always}
+	case ScenarioNodeKill:
+		return scenario{name: name, instances: clusterInstances, cluster: true, inject: killNode, again: always}
+	case ScenarioNodeRoll:
+		return scenario{name: name, instances: clusterInstances, cluster: true, inject: rollNodes, again: always}
+	case ScenarioQuorumLoss:
+		return scenario{name: name, instances: clusterInstances, cluster: true, inject: loseQuorum, again: always}
 	default:
 		return scenario{name: ScenarioScale, instances: 3, inject: scaleDownUp, again: always}
 	}

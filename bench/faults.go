@@ -35,10 +35,30 @@ const (
 	// ScenarioScale: three kdelay serve, two stopped with SIGTERM, then two
 	// started again: 3 → 1 → 3.
 	ScenarioScale = "scale"
+
+	// The cluster scenarios run two kdelay serve on a 3-node cluster that
+	// `KAFKA_NODES=3 scripts/local-kafka start` started, and fault its
+	// Kafka nodes, kdelay untouched.
+
+	// ScenarioNodeKill: one node SIGKILLed (which one: NodeRole) and
+	// started again with its data after NodeDown.
+	ScenarioNodeKill = "node-kill"
+	// ScenarioNodeRoll: every node stopped with SIGTERM and started again,
+	// one after the other, the next once the last is back in the ISR of
+	// every partition it replicates: a rolling restart.
+	ScenarioNodeRoll = "node-roll"
+	// ScenarioQuorumLoss: two of the three nodes SIGKILLed at once (the
+	// one NodeRole picks and the next), both started again after NodeDown.
+	ScenarioQuorumLoss = "quorum-loss"
 )
 
-// Scenarios are every fault scenario, in the order Faults runs them.
+// Scenarios are the fault scenarios that run on any broker, in the order
+// Faults runs them: those it runs when none are named.
 var Scenarios = []string{ScenarioKillRestart, ScenarioKill, ScenarioBrokerRestart, ScenarioScale}
+
+// ClusterScenarios are the scenarios that need a local-kafka cluster of 3
+// nodes, in the order Faults runs them.
+var ClusterScenarios = []string{ScenarioNodeKill, ScenarioNodeRoll, ScenarioQuorumLoss}
 
 // FaultConfig configures Faults. The zero value of every field is replaced
 // by its default in WithDefaults.
@@ -101,9 +121,16 @@ type FaultConfig struct {
 	// default).
 	ReadCommitted bool
 	// LocalKafka is the scripts/local-kafka that broker-restart runs on
-	// --brokers; it controls the broker on the port of Brokers[0]. Default
-	// scripts/local-kafka, from the working directory.
+	// --brokers; it controls the broker on the port of Brokers[0]. The
+	// cluster scenarios run it with KAFKA_NODES=3 and the port of node 1.
+	// Default scripts/local-kafka, from the working directory.
 	LocalKafka string
+	// NodeRole picks the node node-kill kills and the first of the two
+	// quorum-loss kills: one of NodeRoles. Default NodeLeader.
+	NodeRole string
+	// NodeDown is how long a node node-kill or quorum-loss kills stays
+	// down before it is started again. Default 5s.
+	NodeDown time.Duration
 
 	// Seed makes the random delays repeatable. Default 1.
 	Seed uint64
@@ -134,6 +161,8 @@ func (c FaultConfig) WithDefaults() FaultConfig {
 	}
 	c.Partitions = cmp.Or(c.Partitions, 6)
 	c.LocalKafka = cmp.Or(c.LocalKafka, "scripts/local-kafka")
+	c.NodeRole = cmp.Or(c.NodeRole, NodeLeader)
+	c.NodeDown = cmp.Or(c.NodeDown, 5*time.Second)
 	c.Seed = cmp.Or(c.Seed, 1)
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -143,11 +172,13 @@ func (c FaultConfig) WithDefaults() FaultConfig {
 
 func (c FaultConfig) validate() error {
 	errs := []error{validDelivery(c.Delivery)}
+	all := slices.Concat(Scenarios, ClusterScenarios)
 	for _, s := range c.Scenarios {
-		if !slices.Contains(Scenarios, s) {
-			errs = append(errs, fmt.Errorf("scenarios: %q is not a scenario; pick from %s", s, strings.Join(Scenarios, ", ")))
+		if !slices.Contains(all, s) {
+			errs = append(errs, fmt.Errorf("scenarios: %q is not a scenario; pick from %s", s, strings.Join(all, ", ")))
 		}
 	}
+	errs = append(errs, c.validateCluster())
 	for name, n := range map[string]int{"rate": c.Rate, "faults": c.Faults} {
 		if n < 0 {
 			errs = append(errs, fmt.Errorf("%s: %d is negative; use at least 1", name, n))
@@ -155,7 +186,7 @@ func (c FaultConfig) validate() error {
 	}
 	for name, d := range map[string]time.Duration{
 		"max-delay": c.MaxDelay, "duration": c.Duration, "fault-at": c.FaultAt, "every": c.Every,
-		"grace": c.Grace, "back-timeout": c.BackTimeout, "settle": c.Settle,
+		"grace": c.Grace, "back-timeout": c.BackTimeout, "settle": c.Settle, "node-down": c.NodeDown,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s: %s is negative; use a positive duration", name, d))
@@ -208,6 +239,12 @@ func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 	rep := &FaultReport{
 		Started: time.Now(), Broker: brokerName(cfg.Brokers), Delivery: cfg.Delivery, Isolation: cfg.isolation(), ServeFlags: cfg.ServeFlags,
 		Rate: cfg.Rate, MaxDelay: cfg.MaxDelay, Duration: cfg.Duration, Grace: cfg.Grace,
+	}
+	if err := checkCluster(ctx, cfg); err != nil {
+		return nil, ConfigError{err}
+	}
+	if len(clusterScenarios(cfg.Scenarios)) > 0 {
+		rep.NodeRole = cfg.NodeRole
 	}
 	machineAtStart := startMachine()
 	runPrefix := newRunPrefix()

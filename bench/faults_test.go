@@ -4,6 +4,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // TestFaultConfigValidate: a fault configuration that cannot run is refused
@@ -16,7 +18,15 @@ func TestFaultConfigValidate(t *testing.T) {
 		want string // in the error; "" for none
 	}{
 		{"defaults", FaultConfig{}, ""},
-		{"unknown scenario", FaultConfig{Scenarios: []string{"reboot"}}, `"reboot" is not a scenario; pick from kill-restart, kill, broker-restart, scale`},
+		{"unknown scenario", FaultConfig{Scenarios: []string{"reboot"}}, `"reboot" is not a scenario; pick from kill-restart, kill, broker-restart, scale, node-kill, node-roll, quorum-loss`},
+		{"cluster scenario on the embedded broker", FaultConfig{Scenarios: []string{ScenarioNodeKill, ScenarioKill}},
+			"the cluster scenarios (node-kill) fault the nodes of a 3-node Apache Kafka cluster, not the embedded broker: start one with `KAFKA_NODES=3 scripts/local-kafka start`"},
+		{"cluster scenario on a cluster", FaultConfig{Scenarios: []string{ScenarioNodeRoll}, Brokers: []string{"127.0.0.1:19992"}}, ""},
+		{"unknown node role", FaultConfig{NodeRole: "broker"}, `node-role: "broker" is not a role; pick from leader, group-coordinator, txn-coordinator, controller`},
+		{"txn coordinator at least once", FaultConfig{Scenarios: []string{ScenarioNodeKill}, Brokers: []string{"127.0.0.1:19992"}, NodeRole: NodeTxnCoordinator},
+			"only exactly-once delivery has them (delivery is at-least-once); add --delivery exactly-once"},
+		{"txn coordinator exactly once", FaultConfig{Scenarios: []string{ScenarioQuorumLoss}, Brokers: []string{"127.0.0.1:19992"}, NodeRole: NodeTxnCoordinator, Delivery: forwarder.ExactlyOnce}, ""},
+		{"negative node down", FaultConfig{NodeDown: -time.Second}, "node-down: -1s is negative"},
 		{"fault after writing", FaultConfig{Duration: 10 * time.Second, FaultAt: 10 * time.Second}, "inject the fault while records are written"},
 		{"negative rate", FaultConfig{Rate: -1}, "rate: -1 is negative"},
 	}

@@ -32,7 +32,7 @@ func (f *fleet) start() error {
 	} else {
 		f.slots++
 	}
-	ch, err := f.cmd.start(f.setup, "--instance-id", fmt.Sprintf("%s-%d", f.setup.Group, slot))
+	ch, err := f.cmd.start(f.setup, "--instance-id", instanceID(f.setup.Group, slot))
 	if err != nil {
 		f.free = append(f.free, slot)
 		return err
@@ -41,6 +41,9 @@ func (f *fleet) start() error {
 	f.procs = append(f.procs, ch)
 	return nil
 }
+
+// instanceID is the instance id of the process in slot of group's fleet.
+func instanceID(group string, slot int) string { return fmt.Sprintf("%s-%d", group, slot) }
 
 // kill SIGKILLs the newest process and forgets it.
 func (f *fleet) kill() error {

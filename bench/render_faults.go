@@ -44,12 +44,37 @@ func WriteFaultTable(w io.Writer, r *FaultReport) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeFaultedNodes(w, r)
 	for _, s := range r.Scenarios {
 		if s.Error != "" {
 			fmt.Fprintf(w, "\n%s did not run to its end: %s\n", s.Scenario, s.Error)
 		}
 	}
 	return nil
+}
+
+// writeFaultedNodes says which Kafka nodes each fault of a cluster scenario
+// stopped, in order, after a blank line; nothing for the other scenarios.
+func writeFaultedNodes(w io.Writer, r *FaultReport) {
+	var lines []string
+	for _, s := range r.Scenarios {
+		for _, f := range s.Faults {
+			if len(f.Nodes) == 0 {
+				continue
+			}
+			nodes := make([]string, len(f.Nodes))
+			for i, id := range f.Nodes {
+				nodes[i] = strconv.Itoa(int(id))
+			}
+			if s.Scenario != ScenarioNodeRoll {
+				nodes[0] += " (" + r.NodeRole + ")"
+			}
+			lines = append(lines, fmt.Sprintf("%s at %.1f s: node %s", s.Scenario, f.At.Seconds(), strings.Join(nodes, ", ")))
+		}
+	}
+	if len(lines) > 0 {
+		fmt.Fprintf(w, "\n%s\n", strings.Join(lines, "\n"))
+	}
 }
 
 // backAfter is how long the system took to be back after each fault,

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/spf13/cobra"
 
@@ -22,7 +23,7 @@ func newBenchFaults(f *benchFlags) *cobra.Command {
 	var ff faultFlags
 	cmd := &cobra.Command{
 		Use:   "faults",
-		Short: "Inject faults (kill, restart, broker restart, scaling) under a steady load and count lost, early and duplicate records",
+		Short: "Inject faults (kill, restart, broker restart, scaling, Kafka node failures) under a steady load and count lost, early and duplicate records",
 		Long: `Write records to kdelay's ingress at a steady rate, each delayed uniformly from 0 to
 --max-delay with an id of its own, inject a fault, and read the target: records lost
 (not arrived within due + --grace), early (arrived before kdelay-deliver-at), delivered
@@ -38,6 +39,21 @@ kdelay serve processes, topics and groups:
                   scripts/local-kafka start' on the broker's port
   scale           3 kdelay serve, two stopped with SIGTERM, then two started: 3 -> 1 -> 3
 
+The cluster scenarios run only when named, on the 3 nodes of a cluster that
+'KAFKA_NODES=3 scripts/local-kafka start' started (--brokers: what it prints), with 2
+kdelay serve; after a fault the system is back once every node serves too:
+
+  node-kill       the node --node-role picks SIGKILLed, started again with its data
+                  after --node-down
+  node-roll       each node stopped with SIGTERM and started again, the next once it
+                  is back in the ISR of every partition it holds (controller last)
+  quorum-loss     the node --node-role picks and the next SIGKILLed at once, both
+                  started again after --node-down
+
+--node-role is leader (of the most partitions of the target), group-coordinator (of
+the ingress router's group), txn-coordinator (of a kdelay serve's transactions; with
+--delivery exactly-once) or controller (the active KRaft controller).
+
 With --delivery exactly-once every kdelay serve runs it and the target is read with
 isolation.level=read_committed.
 
@@ -46,7 +62,8 @@ defaults take about 3 minutes per scenario.`,
 		Example: `  kdelay bench faults --json faults.json
   kdelay bench faults --delivery exactly-once --json faults-eos.json
   kdelay bench faults --scenarios kill-restart,scale --duration 10s --max-delay 8s --rate 50
-  kdelay bench faults --brokers "$(scripts/local-kafka start)"`,
+  kdelay bench faults --brokers "$(scripts/local-kafka start)"
+  kdelay bench faults --brokers "$(KAFKA_NODES=3 scripts/local-kafka start)" --scenarios node-kill,node-roll,quorum-loss`,
 		Args: usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			cfg, err := ff.config(f, cmd.Flags().Changed("grace"))
@@ -63,7 +80,7 @@ defaults take about 3 minutes per scenario.`,
 	}
 	d := bench.FaultConfig{}.WithDefaults()
 	fl := cmd.Flags()
-	fl.StringSliceVar(&ff.cfg.Scenarios, "scenarios", bench.Scenarios, "fault scenarios to run, one after the other")
+	fl.StringSliceVar(&ff.cfg.Scenarios, "scenarios", bench.Scenarios, "fault scenarios to run, one after the other; the cluster scenarios ("+strings.Join(bench.ClusterScenarios, ", ")+") only when named")
 	fl.IntVar(&ff.cfg.Rate, "rate", d.Rate, "records per second written to the ingress")
 	fl.DurationVar(&ff.cfg.MaxDelay, "max-delay", d.MaxDelay, "each record's delay is uniform from 0 to this")
 	fl.DurationVar(&ff.cfg.Duration, "duration", d.Duration, "how long records are written, per scenario")
@@ -75,7 +92,9 @@ defaults take about 3 minutes per scenario.`,
 	fl.StringSliceVar(&ff.levels, "levels", d.Levels.Names(), "kdelay serve's delay levels")
 	fl.StringArrayVar(&ff.cfg.ServeFlags, "serve-flag", nil, "a flag for every kdelay serve, e.g. --serve-flag=--session-timeout=6s; repeat for more")
 	fl.BoolVar(&ff.cfg.ReadCommitted, "read-committed", false, "read the target with isolation.level=read_committed; --delivery exactly-once always does")
-	fl.StringVar(&ff.cfg.LocalKafka, "local-kafka", d.LocalKafka, "with --brokers: the script that broker-restart restarts the broker with")
+	fl.StringVar(&ff.cfg.LocalKafka, "local-kafka", d.LocalKafka, "with --brokers: the script that broker-restart restarts the broker with, and the cluster scenarios its nodes")
+	fl.StringVar(&ff.cfg.NodeRole, "node-role", d.NodeRole, "the node node-kill and quorum-loss kill: "+strings.Join(bench.NodeRoles, ", "))
+	fl.DurationVar(&ff.cfg.NodeDown, "node-down", d.NodeDown, "how long a node node-kill or quorum-loss kills stays down")
 	fl.Uint64Var(&ff.cfg.Seed, "seed", d.Seed, "seed of the random delays")
 	return cmd
 }

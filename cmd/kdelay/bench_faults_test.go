@@ -1,0 +1,64 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/kdelay/kdelay/bench"
+)
+
+// TestBenchFaultsClusterFlags: the cluster scenarios' flags reach the
+// configuration, and a cluster scenario the command cannot run is a usage
+// error that says how to start a cluster, found before anything starts.
+func TestBenchFaultsClusterFlags(t *testing.T) {
+	t.Parallel()
+	t.Run("node role and node down reach the configuration", func(t *testing.T) {
+		t.Parallel()
+		cmd := newBench()
+		sub, rest, err := cmd.Find([]string{"faults", "--scenarios", "node-kill", "--node-role", "controller", "--node-down", "12s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := sub.ParseFlags(rest); err != nil {
+			t.Fatal(err)
+		}
+		fl := sub.Flags()
+		role, down := fl.Lookup("node-role"), fl.Lookup("node-down")
+		if role == nil || role.DefValue != bench.NodeLeader || role.Value.String() != bench.NodeController {
+			t.Errorf("--node-role %+v, want default %s, set to %s", role, bench.NodeLeader, bench.NodeController)
+		}
+		if down == nil || down.DefValue != (5*time.Second).String() || down.Value.String() != (12*time.Second).String() {
+			t.Errorf("--node-down %+v, want default 5s, set to 12s", down)
+		}
+	})
+	tests := []struct {
+		args []string
+		want string // the first line kdelay prints
+	}{
+		{[]string{"bench", "faults", "--scenarios", "node-kill"},
+			"kdelay: scenarios: the cluster scenarios (node-kill) fault the nodes of a 3-node Apache Kafka cluster, not the embedded broker: start one with `KAFKA_NODES=3 scripts/local-kafka start` and pass the addresses it prints to --brokers"},
+		{[]string{"bench", "faults", "--node-role", "leaders"},
+			`kdelay: node-role: "leaders" is not a role; pick from leader, group-coordinator, txn-coordinator, controller`},
+		{[]string{"bench", "faults", "--scenarios", "quorum-loss", "--brokers", "127.0.0.1:19992", "--node-role", "txn-coordinator"},
+			"kdelay: node-role: txn-coordinator coordinates kdelay's transactions, and only exactly-once delivery has them (delivery is at-least-once); add --delivery exactly-once or pick another role"},
+		{[]string{"bench", "faults", "--scenarios", "node-roll", "--brokers", "127.0.0.1:19992", "--node-down", "-1s"},
+			"kdelay: node-down: -1s is negative; use a positive duration"},
+	}
+	for _, tt := range tests {
+		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {
+			t.Parallel()
+			root := newRoot()
+			var out bytes.Buffer
+			root.SetArgs(tt.args)
+			root.SetOut(&out)
+			root.SetErr(&out)
+			code := exitCode(root.Execute(), &out)
+			first, _, _ := strings.Cut(out.String(), "\n")
+			if code != 2 || first != tt.want {
+				t.Errorf("exit %d, printed %q, want exit 2 and first line %q", code, out.String(), tt.want)
+			}
+		})
+	}
+}
