@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"os/exec"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -64,7 +65,10 @@ func (c Command) start(s Setup, extra ...string) (*child, error) {
 		}
 		path = exe
 	}
-	cmd := exec.Command(path, append(append(c.args(), serveFlags(s)...), extra...)...)
+	// The command's own flags come after the benchmark's, so that they
+	// override them (--serve-flag=--log-level=info).
+	args := c.args()
+	cmd := exec.Command(path, slices.Concat(args[:1], serveFlags(s), args[1:], extra)...)
 	cmd.Env = append(environ(), c.Env...)
 	tail := &tailBuffer{max: 16 << 10}
 	cmd.Stdout = tail
