@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // connect makes the client that reads the schedules topic in the group and
@@ -28,6 +30,8 @@ func (s *Scheduler) connect() error {
 		kgo.InstanceID(s.cfg.InstanceID),
 		kgo.SessionTimeout(s.cfg.SessionTimeout),
 		kgo.HeartbeatInterval(min(s.cfg.SessionTimeout/10, 3*time.Second)),
+		// Through a coordinator's failover, as the forwarder's groups.
+		forwarder.GroupRetryTimeout(s.cfg.SessionTimeout),
 		// Nothing is resumed from a committed offset: a partition is read
 		// from its start each time it is assigned (fromStart).
 		kgo.DisableAutoCommit(),
