@@ -25,6 +25,8 @@ type FaultReport struct {
 	NodeRole string `json:"node_role,omitempty"`
 
 	Scenarios []FaultResult `json:"scenarios"`
+	// Goals are every scenario's goals (faultGoals), in its order.
+	Goals []Goal `json:"goals"`
 }
 
 // FaultResult is what arrived in one scenario. A record counts once in

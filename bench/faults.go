@@ -254,6 +254,7 @@ func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 		}
 		rep.Scenarios = append(rep.Scenarios, runScenario(ctx, &cfg, scenarioByName(name), runPrefix))
 	}
+	rep.Goals = faultGoals(rep.Scenarios, cfg.Delivery, cfg.BackTimeout)
 	rep.Machine = machineAtStart.end()
 	rep.Elapsed = time.Since(rep.Started)
 	return rep, nil

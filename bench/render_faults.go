@@ -12,7 +12,7 @@ import (
 
 // WriteFaultTable writes r as aligned tables for a reader: what arrived in
 // each scenario, then lateness over all records and over those due during
-// a fault.
+// a fault, and last the goals.
 func WriteFaultTable(w io.Writer, r *FaultReport) error {
 	fmt.Fprintf(w, "kdelay bench faults on %s: %d records/s for %s per scenario, delays 0-%s, grace %s, delivery %s, consumer %s\n",
 		r.Broker, r.Rate, r.Duration, r.MaxDelay, r.Grace, r.Delivery, r.Isolation)
@@ -50,7 +50,10 @@ func WriteFaultTable(w io.Writer, r *FaultReport) error {
 			fmt.Fprintf(w, "\n%s did not run to its end: %s\n", s.Scenario, s.Error)
 		}
 	}
-	return nil
+	fmt.Fprintln(w)
+	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	writeGoals(tw, r.Goals)
+	return tw.Flush()
 }
 
 // writeFaultedNodes says which Kafka nodes each fault of a cluster scenario

@@ -62,3 +62,39 @@ func TestBenchFaultsClusterFlags(t *testing.T) {
 		})
 	}
 }
+
+// TestBenchFaultsGoals: the command fails after printing its table when a
+// goal is missed or a scenario did not run to its end, naming each, and
+// succeeds when every goal is met.
+func TestBenchFaultsGoals(t *testing.T) {
+	t.Parallel()
+	met := bench.Goal{Name: "node-kill: lost records", Want: "0", Got: "0", Met: true}
+	missed := bench.Goal{Name: "node-kill: ids kdelay delivered twice", Want: "0", Got: "3", Met: false}
+	tests := []struct {
+		name string
+		rep  bench.FaultReport
+		want string // the error; "" for none
+	}{
+		{"every goal met", bench.FaultReport{Scenarios: []bench.FaultResult{{Scenario: "node-kill"}}, Goals: []bench.Goal{met}}, ""},
+		{"a goal missed and a scenario ended early", bench.FaultReport{
+			Scenarios: []bench.FaultResult{{Scenario: "node-kill"}, {Scenario: "node-roll", Error: "context canceled"}},
+			Goals:     []bench.Goal{met, missed},
+		}, "faults failed: node-kill: ids kdelay delivered twice: 3, want 0; node-roll ended early: context canceled"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			var out bytes.Buffer
+			var got string
+			if err := (&benchFlags{}).writeFaults(&tt.rep, &out); err != nil {
+				got = err.Error()
+			}
+			if got != tt.want {
+				t.Errorf("error %q, want %q", got, tt.want)
+			}
+			if !strings.Contains(out.String(), "node-kill: lost records") {
+				t.Errorf("table lacks the goals:\n%s", out.String())
+			}
+		})
+	}
+}
