@@ -31,8 +31,11 @@ var (
 	commandsDesc = prometheus.NewDesc(Namespace+"_commands_total",
 		"Command records this kdelay read from the control topic, by what became of them: read (valid), invalid (refused, logged as command_invalid), matched (applied to a record by this kdelay), unmatched (kept their time without matching a record: the message was delivered before, or the id is unknown; logged as command_unmatched, counted by the kdelay that owns ingress partition 0 only).",
 		[]string{"result"}, nil)
+	stuckDesc = prometheus.NewDesc(Namespace+"_stuck",
+		"1 while this kdelay's forwarder of the level is stuck: it holds a record past its due time and has handed nothing on for stuck-after (at least once: no produce acknowledged; exactly once: no transaction committed); 0 otherwise. reason says why: produce (its produces fail), transaction (its transactions abort), no_progress (nothing fails and nothing moves); empty when 0.",
+		[]string{"level", "reason"}, nil)
 	readyDesc = prometheus.NewDesc(Namespace+"_ready",
-		"1 when /readyz would answer 200: started, every level assigned, a broker answers; 0 otherwise.",
+		"1 when /readyz would answer 200: started, every level assigned and none stuck, a broker answers; 0 otherwise.",
 		nil, nil)
 )
 
@@ -40,7 +43,7 @@ var (
 type gauges struct{ s *Server }
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, commandsLiveDesc, commandsDesc, readyDesc} {
+	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, stuckDesc, commandsLiveDesc, commandsDesc, readyDesc} {
 		ch <- d
 	}
 }
@@ -58,6 +61,11 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(pausedDesc, prometheus.GaugeValue, float64(l.Paused), l.Level)
 		ch <- prometheus.MustNewConstMetric(bufferedDesc, prometheus.GaugeValue, float64(l.Buffered), l.Level)
 		ch <- prometheus.MustNewConstMetric(borrowedDesc, prometheus.GaugeValue, float64(l.Borrowed), l.Level)
+		stuck := 0.0
+		if l.Stuck != "" {
+			stuck = 1
+		}
+		ch <- prometheus.MustNewConstMetric(stuckDesc, prometheus.GaugeValue, stuck, l.Level, l.StuckReason)
 	}
 	cs := s.cfg.Forwarder.Commands()
 	ch <- prometheus.MustNewConstMetric(commandsLiveDesc, prometheus.GaugeValue, float64(cs.Live))

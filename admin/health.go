@@ -17,7 +17,8 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 
 // readyz answers 200 once this kdelay forwards, and 503 with the reason
 // otherwise: while it starts, until every forwarder's group has assigned it
-// its partitions, and whenever no broker answers.
+// its partitions, while a forwarder is stuck (forwarder.Config.StuckAfter),
+// and whenever no broker answers.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -41,6 +42,9 @@ func (s *Server) ready(ctx context.Context) error {
 	for _, l := range s.cfg.Forwarder.Levels() {
 		if !l.Assigned {
 			return fmt.Errorf("level %s: group %s has not assigned its partitions yet", l.Level, l.Group)
+		}
+		if l.Stuck != "" {
+			return fmt.Errorf("level %s is stuck: it %s", l.Level, l.Stuck)
 		}
 	}
 	if err := s.cl.Ping(ctx); err != nil {

@@ -38,7 +38,10 @@ type fixture struct {
 	gone    atomic.Bool // the test closed the broker: Run may fail
 }
 
-func setup(t *testing.T) *fixture {
+func setup(t *testing.T) *fixture { return setupWith(t, nil) }
+
+// setupWith is setup with the forwarder's configuration changed by tweak.
+func setupWith(t *testing.T, tweak func(*forwarder.Config)) *fixture {
 	t.Helper()
 	cluster := kafkatest.New(t)
 	name := kafkatest.Name(t)
@@ -51,6 +54,9 @@ func setup(t *testing.T) *fixture {
 	fcfg := forwarder.Config{
 		Brokers: cluster.Brokers, Topics: kdelay.Topics{Prefix: name}, Levels: set, Group: name,
 		Partitions: 2, ShutdownTimeout: 2 * time.Second, Observer: m,
+	}
+	if tweak != nil {
+		tweak(&fcfg)
 	}
 	f, err := forwarder.New(fcfg)
 	if err != nil {

@@ -79,6 +79,8 @@ func (c Config) text(name string) string {
 		return c.Delivery
 	case "commit-interval":
 		return d(c.CommitInterval)
+	case "stuck-after":
+		return d(c.StuckAfter)
 	case "session-timeout":
 		return d(c.SessionTimeout)
 	case "instance-id":

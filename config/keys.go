@@ -67,6 +67,7 @@ func keys() []key {
 		{"delivery", kindString, string(forwarder.DefaultDelivery),
 			"at-least-once (a crash may repeat a commit-interval of records), or exactly-once (each record once to read_committed consumers, visible up to a commit-interval later)"},
 		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
+		{"stuck-after", kindDuration, kdelay.DurationText(forwarder.DefaultStuckAfter), "how long a level may hold a record past its due time while handing none on before /readyz answers 503 and kdelay_stuck says why; a backlog that moves is late, not stuck"},
 		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
 		{"instance-id", kindString, "", "this process's name in kdelay's consumer groups (static membership): a kdelay restarted with the same one resumes its partitions at once; unique per process sharing the group, stable across restarts; empty is the host name (the pod name in Kubernetes)"},
 		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},

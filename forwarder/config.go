@@ -104,6 +104,13 @@ const (
 	// below by group.min.session.timeout.ms, 6s by default.
 	DefaultSessionTimeout = 10 * time.Second
 
+	// DefaultStuckAfter is longer than a broker's failover (about 10-20s
+	// measured on a 3-node cluster) and the backoff of a produce retried
+	// through it, so that a forwarder waiting out the cluster is not
+	// called stuck; short enough that a readiness probe notices one in
+	// minutes.
+	DefaultStuckAfter = time.Minute
+
 	// DefaultShutdownTimeout bounds a stop or a revoke.
 	DefaultShutdownTimeout = 10 * time.Second
 
@@ -196,6 +203,14 @@ type Config struct {
 	// record holds its partition's commit point, so a crash re-delivers what
 	// came after it. Default DefaultDeliveryTimeout, 5m.
 	DeliveryTimeout time.Duration
+
+	// StuckAfter is how long a forwarder may hold a record past its due
+	// time while handing none on (at least once: no produce acknowledged;
+	// exactly once: no transaction committed) before it counts as stuck:
+	// LevelState.Stuck says why, and the admin listener's /readyz answers
+	// 503. A backlog that moves is late, not stuck. Default
+	// DefaultStuckAfter, 1m.
+	StuckAfter time.Duration
 
 	// CommitInterval is how often handed-on offsets are committed. A crash
 	// re-delivers at most this much work. Default DefaultCommitInterval, 1s.
@@ -291,6 +306,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
 	c.DeliveryTimeout = cmp.Or(c.DeliveryTimeout, DefaultDeliveryTimeout)
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
+	c.StuckAfter = cmp.Or(c.StuckAfter, DefaultStuckAfter)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.InstanceID = cmp.Or(c.InstanceID, DefaultInstanceID())
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
@@ -353,6 +369,7 @@ func (c Config) validate() error {
 	}
 	negative("delivery-timeout", c.DeliveryTimeout, DefaultDeliveryTimeout)
 	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
+	negative("stuck-after", c.StuckAfter, DefaultStuckAfter)
 	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
 	if c.InstanceID == "" {
 		fail("instance-id", "the host has no name to default to; set one that is unique among the kdelay processes sharing the group and stays the same across restarts")

@@ -29,6 +29,9 @@ func (w *worker) produce(e *entry) {
 	}
 	w.txnProduced = true
 	w.txnProduces++
+	if w.txn != nil && !e.due.IsZero() {
+		w.uncommittedDue = earliest(w.uncommittedDue, e.due)
+	}
 	due := e.due
 	if !due.IsZero() && !e.lateFrom.IsZero() {
 		due = e.lateFrom
@@ -87,6 +90,9 @@ func (w *worker) applyAcks(now time.Time) {
 			if !e.due.IsZero() {
 				w.count(Delivered)
 			}
+			if w.txn == nil {
+				w.progress(now)
+			}
 			if e.mark != nil {
 				w.markMoved(*e.mark)
 			} else if e.due.IsZero() && !e.dead && e.id != "" && w.cmds.any() {
@@ -109,6 +115,7 @@ func (w *worker) applyAcks(now time.Time) {
 }
 
 func (w *worker) retryOrDeadLetter(e *entry, err error, now time.Time) {
+	w.noteFailure(StuckProduce, err)
 	if e.dead && (errors.Is(err, kerr.MessageTooLarge) || errors.Is(err, kerr.RecordListTooLarge)) && w.shrink(e) {
 		w.produce(e)
 		return

@@ -34,6 +34,11 @@ type LevelState struct {
 	// it is borrowed from the pool the forwarders share beyond its reserve.
 	Buffered, Borrowed int64
 
+	// Stuck says why the forwarder is stuck (see Config.StuckAfter), ""
+	// when it is not; StuckReason is StuckProduce, StuckTransaction or
+	// StuckNoProgress then.
+	Stuck, StuckReason string
+
 	Stats Stats // what it did so far
 }
 
@@ -64,6 +69,7 @@ func (w *worker) state(now time.Time) LevelState {
 		}
 		s.OldestDue = earliest(s.OldestDue, w.oldestDue(p, now))
 	}
+	w.stuck(&s, now)
 	return s
 }
 

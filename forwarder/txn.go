@@ -132,9 +132,11 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 		}
 		clear(w.retries)
 		w.txnMoves = nil
+		w.progress(w.cfg.NowFunc())
 		w.log.Debug("transaction_committed", "offsets", offsets)
 	} else {
 		w.stats.Aborted++
+		w.noteFailure(StuckTransaction, err)
 		w.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
 	}
 	if !committed || resolved {

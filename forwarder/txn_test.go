@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -172,6 +173,7 @@ func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
 	cfg.Delivery = ExactlyOnce
 	cfg.InstanceID = kafkatest.Name(t)
 	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
+	cfg.StuckAfter = time.Second
 	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	f, done := fx.runUntilCrash(cfg)
 
@@ -190,8 +192,18 @@ func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
 		t.Fatal("the forwarder stopped during the outage")
 	default:
 	}
+	// Its transactions abort, its produces succeed: the ingress is stuck,
+	// and says why.
+	ingress := func() LevelState { return f.Levels()[0] }
+	waitFor(t, 20*time.Second, "the ingress to be stuck on its transactions", func() bool {
+		return ingress().StuckReason == StuckTransaction
+	})
+	if s := ingress().Stuck; !strings.Contains(s, "COORDINATOR_NOT_AVAILABLE") {
+		t.Errorf("the ingress is stuck with %q, want the transaction's error", s)
+	}
 	outage.Remove()
 	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	waitFor(t, 20*time.Second, "the ingress not to be stuck", func() bool { return ingress().Stuck == "" })
 	for id, times := range kafkatest.IDs(got) {
 		if times > 1 {
 			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
@@ -200,5 +212,4 @@ func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
 	if ids := kafkatest.IDs(got); len(ids) != n {
 		t.Errorf("%d of %d records delivered within 30s of the outage's end", len(ids), n)
 	}
-	_ = f
 }

@@ -59,12 +59,18 @@ type worker struct {
 	lastCommit time.Time // when the last background commit began
 	committing bool      // a background commit is in flight
 	stats      Stats
-	buf        buffer
-	cmdVersion uint64     // the commands' version when held records were last looked at
-	scanFrom   int        // the next of the commands' ready list to look for (scan.go)
-	scanning   bool       // a scan is in flight
-	side       *partition // the partition of copies moved ahead by a scan: never committed
-	runCtx     context.Context
+	// When it last handed on, and what failed since (stuck.go).
+	progressAt  time.Time
+	lastFailure failure
+	// Exactly once: the earliest due time among the records produced since
+	// the last commit, aborted ones included; zero after a commit.
+	uncommittedDue time.Time
+	buf         buffer
+	cmdVersion  uint64     // the commands' version when held records were last looked at
+	scanFrom    int        // the next of the commands' ready list to look for (scan.go)
+	scanning    bool       // a scan is in flight
+	side        *partition // the partition of copies moved ahead by a scan: never committed
+	runCtx      context.Context
 
 	// ackMu guards what produce callbacks and the commit goroutine leave for
 	// the loop, and the cancel func of the poll in progress so that a
@@ -112,20 +118,21 @@ type ack struct {
 func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error) {
 	source, group := s.topic, cfg.Group+s.group
 	w := &worker{
-		cfg:     cfg,
-		level:   s.level,
-		obs:     cfg.Observer.Level(s.level),
-		source:  source,
-		group:   group,
-		wait:    s.wait,
-		rules:   kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
-		log:     cfg.Logger.With("topic", source),
-		start:   cfg.NowFunc(),
-		parts:   map[int32]*partition{},
-		owners:  owners,
-		side:    newPartition(-1, 0),
-		buf:     buffer{limit: cfg.bufferReserve()},
-		retries: map[retryKey]retryState{},
+		cfg:        cfg,
+		progressAt: cfg.NowFunc(),
+		level:      s.level,
+		obs:        cfg.Observer.Level(s.level),
+		source:     source,
+		group:      group,
+		wait:       s.wait,
+		rules:      kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
+		log:        cfg.Logger.With("topic", source),
+		start:      cfg.NowFunc(),
+		parts:      map[int32]*partition{},
+		owners:     owners,
+		side:       newPartition(-1, 0),
+		buf:        buffer{limit: cfg.bufferReserve()},
+		retries:    map[retryKey]retryState{},
 	}
 	opts := append(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),

@@ -232,6 +232,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		MaxDelay:          cfg.MaxDelay,
 		DeliveryTimeout:   cfg.DeliveryTimeout,
 		CommitInterval:    cfg.CommitInterval,
+		StuckAfter:        cfg.StuckAfter,
 		SessionTimeout:    cfg.SessionTimeout,
 		InstanceID:        cfg.InstanceID,
 		ShutdownTimeout:   cfg.ShutdownTimeout,
