@@ -57,6 +57,15 @@ type FaultResult struct {
 	Faults       []Fault `json:"faults"`
 	All          Group   `json:"all"`           // lateness of every record
 	DuringFaults Group   `json:"during_faults"` // lateness of records due during a fault
+	// Floor and FloorDuringFaults are the lateness of the floor's twin of
+	// every record, due when it is: a timer that fires at the due time and
+	// one produce (acks=all) to a topic of the scenario, through the same
+	// faults. MaxOverFloor and DuringFaultsMaxOverFloor are kdelay's max
+	// lateness less the floor's: what kdelay adds to Kafka's own recovery.
+	Floor                    Group         `json:"floor"`
+	FloorDuringFaults        Group         `json:"floor_during_faults"`
+	MaxOverFloor             time.Duration `json:"max_over_floor_ns"`
+	DuringFaultsMaxOverFloor time.Duration `json:"during_faults_max_over_floor_ns"`
 
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Error says why the scenario did not run to its end; what it measured

@@ -9,8 +9,6 @@ import (
 	"slices"
 	"time"
 
-	"github.com/twmb/franz-go/pkg/kgo"
-
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/forwarder"
 )
@@ -33,6 +31,7 @@ type faultRun struct {
 	coll     *collector
 	stopColl func()
 	s        *sender
+	floor    *faultFloor
 	first    int // id of the first record written, after the warm-up
 	last     int // id after the last
 	started  time.Time
@@ -76,6 +75,9 @@ func (r *faultRun) run(ctx context.Context) error {
 	if err := r.startCollecting(ctx); err != nil {
 		return err
 	}
+	if err := r.startFloor(ctx); err != nil {
+		return err
+	}
 	if r.nodes != nil {
 		if err := r.checkReplicas(ctx); err != nil {
 			return err
@@ -92,6 +94,9 @@ func (r *faultRun) run(ctx context.Context) error {
 	lastDue := r.started.Add(r.cfg.Duration + r.cfg.MaxDelay)
 	if werr := r.coll.waitFor(ctx, lastDue.Add(r.cfg.Grace), r.coll.settled); werr != nil {
 		return errors.Join(err, fmt.Errorf("wait for the records: %w", werr))
+	}
+	if werr := r.floor.wait(ctx, lastDue.Add(r.cfg.Grace)); werr != nil {
+		return errors.Join(err, fmt.Errorf("wait for the floor's records: %w", werr))
 	}
 	// Copies delivered again after a restart may come after the last
 	// record's first: read on a little.
@@ -170,8 +175,8 @@ func (r *faultRun) startCollecting(ctx context.Context) error {
 }
 
 // write writes the scenario's records at a steady rate, each with a
-// delay uniform from 0 to MaxDelay, and returns once all are handed to the
-// client or ctx ends.
+// delay uniform from 0 to MaxDelay and a floor twin due when it is, and
+// returns once all are handed to the client or ctx ends.
 func (r *faultRun) write(ctx context.Context) error {
 	rng := rand.New(rand.NewPCG(r.cfg.Seed, r.cfg.Seed^0x9e3779b97f4a7c15))
 	for i := range r.cfg.records() {
@@ -180,10 +185,12 @@ func (r *faultRun) write(ctx context.Context) error {
 		}
 		delay := time.Duration(rng.Int64N(int64(r.cfg.MaxDelay) + 1)).Truncate(time.Millisecond)
 		ts := time.Now().Truncate(time.Millisecond)
+		due := ts.Add(delay)
 		id := r.coll.expect()
-		r.coll.scheduled(id, ts.Add(delay))
+		r.coll.scheduled(id, due)
 		r.s.sent.Add(1)
-		r.s.produceOr(ctx, delayedRecord(r.s.ingress, r.s.target, id, ts, ts.Add(delay)), func() { r.coll.refused(id) })
+		r.s.produceOr(ctx, delayedRecord(r.s.ingress, r.s.target, id, ts, due), func() { r.coll.refused(id) })
+		r.floor.twin(due)
 	}
 	return nil
 }
@@ -287,6 +294,11 @@ func (r *faultRun) teardown() error {
 		r.s.stop(ctx)
 		cancel()
 	}
+	if r.floor != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
+		r.floor.stop(ctx)
+		cancel()
+	}
 	if r.stopColl != nil {
 		r.stopColl()
 	}
@@ -302,13 +314,14 @@ func (r *faultRun) teardown() error {
 	return errors.Join(errs...)
 }
 
-// summarise counts the scenario's records from the collector's trace.
+// summarise counts the scenario's records from the collector's trace, and
+// the floor's twins from the floor's.
 func (r *faultRun) summarise() {
 	if r.coll == nil || r.last <= r.first {
 		return
 	}
-	all, during := newLateness("all"), newLateness("during faults")
-	for i, t := range r.coll.traced(r.first, r.last) {
+	ts := r.coll.traced(r.first, r.last)
+	for i, t := range ts {
 		if n := r.written[r.first+i]; n > 1 {
 			r.res.WrittenTwice++
 		}
@@ -317,9 +330,33 @@ func (r *faultRun) summarise() {
 		}
 		if t.refused && t.copies == 0 {
 			r.res.SendFailed++
+		}
+		if t.copies > 1 {
+			r.res.DuplicateIDs++
+			r.res.ExtraCopies += int64(t.copies - 1)
+		}
+	}
+	r.res.All, r.res.DuringFaults = r.lateness(ts)
+	a := r.res.All
+	r.res.Sent, r.res.Delivered, r.res.Lost, r.res.Early, r.res.MostEarly = a.Sent, a.Delivered, a.Lost, a.Early, a.MostEarly
+	if r.floor != nil && r.floor.coll != nil {
+		r.res.Floor, r.res.FloorDuringFaults = r.lateness(r.floor.traced())
+		r.res.MaxOverFloor = r.res.All.Max - r.res.Floor.Max
+		r.res.DuringFaultsMaxOverFloor = r.res.DuringFaults.Max - r.res.FloorDuringFaults.Max
+	}
+}
+
+// lateness is how late the records of ts arrived: all of them, and those
+// due while a fault lasted. A record the broker refused and that never
+// arrived counts in neither; one whose first copy came more than Grace
+// after its due time is lost; copies after the first are duplicates.
+func (r *faultRun) lateness(ts []traced) (all, duringFaults Group) {
+	a, during := newLateness("all"), newLateness("during faults")
+	for _, t := range ts {
+		if t.refused && t.copies == 0 {
 			continue
 		}
-		gs := []*lateness{all}
+		gs := []*lateness{a}
 		if slices.ContainsFunc(r.windows, func(w window) bool { return w.holds(t.due) }) {
 			gs = append(gs, during)
 		}
@@ -330,25 +367,6 @@ func (r *faultRun) summarise() {
 				g.dups += int64(t.copies - 1)
 			}
 		}
-		if t.copies > 1 {
-			r.res.DuplicateIDs++
-			r.res.ExtraCopies += int64(t.copies - 1)
-		}
 	}
-	r.res.All, r.res.DuringFaults = all.summary(), during.summary()
-	a := r.res.All
-	r.res.Sent, r.res.Delivered, r.res.Lost, r.res.Early, r.res.MostEarly = a.Sent, a.Delivered, a.Lost, a.Early, a.MostEarly
-}
-
-// produceOr produces r, calling refused if the broker does not take it.
-func (s *sender) produceOr(ctx context.Context, rec *kgo.Record, refused func()) {
-	s.cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
-		if err == nil {
-			return
-		}
-		refused()
-		if s.failed.Add(1) == 1 {
-			s.log.Warn("send_failed", "topic", rec.Topic, "err", err)
-		}
-	})
+	return a.summary(), during.summary()
 }

@@ -32,18 +32,11 @@ func WriteFaultTable(w io.Writer, r *FaultReport) error {
 			s.Sent, s.SendFailed, s.Delivered, s.Lost, s.Early, s.DuplicateIDs, s.ExtraCopies, s.WrittenTwice, s.AddedIDs, len(s.Faults), backAfter(s.Faults))
 	}
 	fmt.Fprintln(tw)
-	fmt.Fprintf(tw, "%s\t%s\tRECORDS\tP50 ms\tP99 ms\tMAX ms\t\n", padRight("LATENESS", width), padRight("DUE", 13))
-	for _, s := range r.Scenarios {
-		for _, g := range []struct {
-			name string
-			g    Group
-		}{{"any time", s.All}, {"during faults", s.DuringFaults}} {
-			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t\n", padRight(s.Scenario, width), padRight(g.name, 13), g.g.Delivered, ms(g.g.P50), ms(g.g.P99), ms(g.g.Max))
-		}
-	}
+	writeFaultLateness(tw, r, width)
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	writeFloorNote(w, r)
 	writeFaultedNodes(w, r)
 	for _, s := range r.Scenarios {
 		if s.Error != "" {
@@ -54,6 +47,48 @@ func WriteFaultTable(w io.Writer, r *FaultReport) error {
 	tw = tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	writeGoals(tw, r.Goals)
 	return tw.Flush()
+}
+
+// writeFaultLateness writes kdelay's lateness in each scenario beside the
+// floor's, over all records and over those due during a fault.
+func writeFaultLateness(tw io.Writer, r *FaultReport, width int) {
+	fmt.Fprintf(tw, "%s\t%s\tRECORDS\tP50 ms\tP99 ms\tMAX ms\tFLOOR P50\tFLOOR P99\tFLOOR MAX\tMAX−FLOOR\t\n", padRight("LATENESS", width), padRight("DUE", 13))
+	for _, s := range r.Scenarios {
+		for _, row := range []struct {
+			name     string
+			g, floor Group
+			over     time.Duration
+		}{{"any time", s.All, s.Floor, s.MaxOverFloor}, {"during faults", s.DuringFaults, s.FloorDuringFaults, s.DuringFaultsMaxOverFloor}} {
+			g, f := row.g, row.floor
+			over := "-"
+			if g.Delivered > 0 && f.Delivered > 0 {
+				over = ms(row.over)
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t\n", padRight(s.Scenario, width), padRight(row.name, 13), g.Delivered,
+				ms(g.P50), ms(g.P99), ms(g.Max), floorCell(f, f.P50), floorCell(f, f.P99), floorCell(f, f.Max), over)
+		}
+	}
+}
+
+// floorCell is a figure of the floor, "-" when none of its records arrived
+// (a report from before the floor was measured, or no fault window).
+func floorCell(f Group, d time.Duration) string {
+	if f.Delivered == 0 {
+		return "-"
+	}
+	return ms(d)
+}
+
+// writeFloorNote says what the floor is, and which scenario's floor lost
+// records: a floor that lost some is lower than it should be.
+func writeFloorNote(w io.Writer, r *FaultReport) {
+	fmt.Fprintln(w, "\nFLOOR: each record's twin, produced at its due time by a timer and a plain producer (acks=all)")
+	fmt.Fprintln(w, "to a topic of the scenario's, through the same faults. MAX−FLOOR: what kdelay adds to its max.")
+	for _, s := range r.Scenarios {
+		if s.Floor.Lost > 0 {
+			fmt.Fprintf(w, "%s: the floor lost %d of its %d records (not arrived within the grace)\n", s.Scenario, s.Floor.Lost, s.Floor.Sent)
+		}
+	}
 }
 
 // writeFaultedNodes says which Kafka nodes each fault of a cluster scenario

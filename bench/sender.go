@@ -66,12 +66,18 @@ func (s *sender) one(sd send) {
 		s.produce(delayedRecord(s.ingress, s.target, id, ts, due))
 		return
 	}
-	// The floor: what a plain timer and one produce achieve on this machine
-	// and broker, read by the same consumer.
+	s.floorAt(id, due, nil)
+}
+
+// floorAt produces the record id straight to the target when it is due:
+// the floor, what a plain timer and one produce achieve on this machine and
+// broker, read by the same consumer. refused, unless nil, is called if the
+// broker does not take it.
+func (s *sender) floorAt(id []byte, due time.Time, refused func()) {
 	r := targetRecord(s.target, id, due)
 	t := time.AfterFunc(time.Until(due), func() {
 		r.Timestamp = time.Now()
-		s.produce(r)
+		s.produceOr(context.Background(), r, refused)
 	})
 	s.mu.Lock()
 	s.timers = append(s.timers, t)
@@ -102,10 +108,20 @@ func (s *sender) bulk(ctx context.Context, n int, next func() *kgo.Record) error
 	return s.cl.Flush(ctx)
 }
 
-func (s *sender) produce(r *kgo.Record) {
-	s.cl.Produce(context.Background(), r, func(r *kgo.Record, err error) {
-		if err != nil && s.failed.Add(1) == 1 {
-			s.log.Warn("send_failed", "topic", r.Topic, "err", err)
+func (s *sender) produce(r *kgo.Record) { s.produceOr(context.Background(), r, nil) }
+
+// produceOr produces rec, calling refused, unless nil, if the broker does
+// not take it.
+func (s *sender) produceOr(ctx context.Context, rec *kgo.Record, refused func()) {
+	s.cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+		if err == nil {
+			return
+		}
+		if refused != nil {
+			refused()
+		}
+		if s.failed.Add(1) == 1 {
+			s.log.Warn("send_failed", "topic", rec.Topic, "err", err)
 		}
 	})
 }
