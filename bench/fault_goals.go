@@ -11,8 +11,9 @@ import (
 // "The guarantees"): no record lost and none early, the system back within
 // backTimeout after every fault, and with exactly-once delivery no id
 // delivered more often than the ingress holds it, at the read_committed
-// reader. At-least-once promises duplicates: they are shown, not judged.
-func faultGoals(scenarios []FaultResult, delivery forwarder.Delivery, backTimeout time.Duration) []Goal {
+// reader. At-least-once promises duplicates: they are shown, and judged
+// only against maxDup, a share of the ids sent, when it is above 0.
+func faultGoals(scenarios []FaultResult, delivery forwarder.Delivery, backTimeout time.Duration, maxDup float64) []Goal {
 	var goals []Goal
 	for _, s := range scenarios {
 		name := s.Scenario + ": "
@@ -22,6 +23,13 @@ func faultGoals(scenarios []FaultResult, delivery forwarder.Delivery, backTimeou
 		)
 		if len(s.Faults) > 0 {
 			goals = append(goals, backGoal(name+"faults back within "+backTimeout.String(), s.Faults))
+		}
+		if delivery != forwarder.ExactlyOnce && maxDup > 0 {
+			share := float64(s.AddedIDs) / float64(max(s.Sent, 1))
+			goals = append(goals, Goal{
+				Name: name + "ids kdelay delivered twice", Want: "≤ " + percent(maxDup),
+				Got: strconv.FormatInt(s.AddedIDs, 10) + " (" + percent(share) + ")", Met: share <= maxDup,
+			})
 		}
 		if delivery == forwarder.ExactlyOnce {
 			// AddedIDs, not DuplicateIDs: an id the ingress holds twice

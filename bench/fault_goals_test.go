@@ -33,14 +33,14 @@ func TestFaultGoals(t *testing.T) {
 			{"scale: lost records", "0", "0", true},
 			{"scale: early records", "0", "0", true},
 		}
-		if got := faultGoals(scenarios, forwarder.AtLeastOnce, time.Minute); !slices.Equal(got, want) {
+		if got := faultGoals(scenarios, forwarder.AtLeastOnce, time.Minute, 0); !slices.Equal(got, want) {
 			t.Errorf("goals\n%+v\nwant\n%+v", got, want)
 		}
 	})
 	t.Run("exactly-once judges the ids kdelay delivered twice", func(t *testing.T) {
 		t.Parallel()
 		var got []Goal
-		for _, g := range faultGoals(scenarios, forwarder.ExactlyOnce, time.Minute) {
+		for _, g := range faultGoals(scenarios, forwarder.ExactlyOnce, time.Minute, 0) {
 			if g.Name == "node-kill: ids kdelay delivered twice" || g.Name == "kill: ids kdelay delivered twice" {
 				got = append(got, g)
 			}
@@ -50,9 +50,26 @@ func TestFaultGoals(t *testing.T) {
 			t.Errorf("duplicate goals %+v, want %+v", got, want)
 		}
 	})
+	t.Run("at-least-once judges the share kdelay delivered twice against max-duplicates", func(t *testing.T) {
+		t.Parallel()
+		sent := []FaultResult{
+			{Scenario: ScenarioNodeKill, Sent: 4000, DuplicateIDs: 70, WrittenTwice: 30, AddedIDs: 40},
+			{Scenario: ScenarioKill, Sent: 4000, DuplicateIDs: 42, AddedIDs: 42},
+		}
+		var got []Goal
+		for _, g := range faultGoals(sent, forwarder.AtLeastOnce, time.Minute, 0.01) {
+			if g.Name == "node-kill: ids kdelay delivered twice" || g.Name == "kill: ids kdelay delivered twice" {
+				got = append(got, g)
+			}
+		}
+		want := []Goal{{"node-kill: ids kdelay delivered twice", "≤ 1.00%", "40 (1.00%)", true}, {"kill: ids kdelay delivered twice", "≤ 1.00%", "42 (1.05%)", false}}
+		if !slices.Equal(got, want) {
+			t.Errorf("duplicate goals %+v, want %+v", got, want)
+		}
+	})
 	t.Run("a scenario that ended early is not met", func(t *testing.T) {
 		t.Parallel()
-		rep := &FaultReport{Scenarios: scenarios[2:], Goals: faultGoals(scenarios[2:], forwarder.AtLeastOnce, time.Minute)}
+		rep := &FaultReport{Scenarios: scenarios[2:], Goals: faultGoals(scenarios[2:], forwarder.AtLeastOnce, time.Minute, 0)}
 		if rep.Met() {
 			t.Errorf("Met with scenario error %q and goals %+v", scenarios[2].Error, rep.Goals)
 		}

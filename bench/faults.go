@@ -114,6 +114,10 @@ type FaultConfig struct {
 	// ServeFlags are added to every kdelay serve's command line, e.g.
 	// --session-timeout 6s.
 	ServeFlags []string
+	// MaxDuplicates is a goal in at-least-once delivery: the share of the
+	// ids sent that kdelay may deliver more than once (AddedIDs / Sent).
+	// 0 judges none; exactly-once always wants none.
+	MaxDuplicates float64
 	// ReadCommitted makes the collector read with isolation.level=
 	// read_committed, as a consumer of a transactional delivery must.
 	// Default: true with exactly-once delivery, which promises nothing to
@@ -195,6 +199,12 @@ func (c FaultConfig) validate() error {
 	if c.FaultAt >= c.Duration {
 		errs = append(errs, fmt.Errorf("fault-at: %s is not before the end of writing (duration %s); inject the fault while records are written", c.FaultAt, c.Duration))
 	}
+	if c.MaxDuplicates < 0 || c.MaxDuplicates > 1 {
+		errs = append(errs, fmt.Errorf("max-duplicates: %g is not a share of the ids from 0 to 1 (0%% to 100%%)", c.MaxDuplicates))
+	}
+	if c.MaxDuplicates > 0 && c.Delivery == forwarder.ExactlyOnce {
+		errs = append(errs, errors.New("max-duplicates: exactly-once already wants no id delivered twice; leave it out"))
+	}
 	if c.Partitions < 1 {
 		errs = append(errs, fmt.Errorf("partitions: %d; use at least 1", c.Partitions))
 	}
@@ -254,7 +264,7 @@ func Faults(ctx context.Context, cfg FaultConfig) (*FaultReport, error) {
 		}
 		rep.Scenarios = append(rep.Scenarios, runScenario(ctx, &cfg, scenarioByName(name), runPrefix))
 	}
-	rep.Goals = faultGoals(rep.Scenarios, cfg.Delivery, cfg.BackTimeout)
+	rep.Goals = faultGoals(rep.Scenarios, cfg.Delivery, cfg.BackTimeout, cfg.MaxDuplicates)
 	rep.Machine = machineAtStart.end()
 	rep.Elapsed = time.Since(rep.Started)
 	return rep, nil

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -15,8 +16,9 @@ import (
 
 // faultFlags are the flags of `kdelay bench faults` beyond those of bench.
 type faultFlags struct {
-	cfg    bench.FaultConfig
-	levels []string
+	cfg           bench.FaultConfig
+	levels        []string
+	maxDuplicates string // a share: 1% or 0.01
 }
 
 func newBenchFaults(f *benchFlags) *cobra.Command {
@@ -56,6 +58,11 @@ the ingress router's group), txn-coordinator (of a kdelay serve's transactions; 
 
 With --delivery exactly-once every kdelay serve runs it and the target is read with
 isolation.level=read_committed.
+
+Each scenario also measures its floor, through the same faults: for every record, a
+timer fires at its due time and a plain producer (acks=all, idempotent, no linger)
+writes a twin to a floor topic of the scenario, read as the target is. MAX−FLOOR is
+kdelay's max lateness less the floor's: what kdelay adds to Kafka's own recovery.
 
 The command fails when a scenario misses a goal, or did not run to its end: none lost,
 none early, the system back after every fault within --back-timeout (counted once the
@@ -98,6 +105,7 @@ defaults take about 3 minutes per scenario.`,
 	fl.DurationVar(&ff.cfg.Settle, "settle", d.Settle, "how long to read on after every record arrived, for late duplicates")
 	fl.StringSliceVar(&ff.levels, "levels", d.Levels.Names(), "kdelay serve's delay levels")
 	fl.StringArrayVar(&ff.cfg.ServeFlags, "serve-flag", nil, "a flag for every kdelay serve, e.g. --serve-flag=--session-timeout=6s; repeat for more")
+	fl.StringVar(&ff.maxDuplicates, "max-duplicates", "", "goal in at-least-once: at most this share of the ids sent delivered more than once, e.g. 1%; unset judges none (exactly-once always wants none)")
 	fl.BoolVar(&ff.cfg.ReadCommitted, "read-committed", false, "read the target with isolation.level=read_committed; --delivery exactly-once always does")
 	fl.StringVar(&ff.cfg.LocalKafka, "local-kafka", d.LocalKafka, "with --brokers: the script that broker-restart restarts the broker with, and the cluster scenarios its nodes")
 	fl.StringVar(&ff.cfg.NodeRole, "node-role", d.NodeRole, "the node node-kill and quorum-loss kill: "+strings.Join(bench.NodeRoles, ", "))
@@ -124,6 +132,9 @@ func (ff *faultFlags) config(f *benchFlags, graceSet bool) (bench.FaultConfig, e
 		return bench.FaultConfig{}, err
 	}
 	cfg := ff.cfg
+	if cfg.MaxDuplicates, err = parseShare(ff.maxDuplicates); err != nil {
+		return bench.FaultConfig{}, fmt.Errorf("max-duplicates: %w", err)
+	}
 	cfg.Runner, _ = runner.(bench.Command)
 	cfg.Brokers, cfg.Partitions, cfg.Levels = f.brokers, f.partitions, set
 	cfg.Delivery = forwarder.Delivery(f.delivery)
@@ -155,4 +166,20 @@ func (f *benchFlags) writeFaults(rep *bench.FaultReport, out io.Writer) error {
 		}
 	}
 	return fmt.Errorf("faults failed: %s", strings.Join(missed, "; "))
+}
+
+// parseShare reads a share as a percentage (1%) or a fraction (0.01); "" is 0.
+func parseShare(s string) (float64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	text, scale := s, 1.0
+	if t, ok := strings.CutSuffix(s, "%"); ok {
+		text, scale = t, 100
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(text), 64)
+	if err != nil || f < 0 || f/scale > 1 {
+		return 0, fmt.Errorf("%q is not a share from 0 to 1; write it as 1%% or 0.01", s)
+	}
+	return f / scale, nil
 }
