@@ -89,8 +89,9 @@ func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
 }
 
 // endTxn commits the open transaction with the partitions' commit points, or
-// aborts it and rewinds, then begins the next one. Canceling ctx leaves the
-// transaction's outcome unknown, which the next end resolves by aborting.
+// aborts it and rewinds, then begins the next one. A commit End did not hear
+// confirmed (ctx ended, the coordinator died) is resolved from the group's
+// offsets (txn_resolve.go), never taken for an abort.
 func (w *worker) endTxn(ctx, run context.Context) error {
 	offsets, consistent := w.settle(ctx)
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
