@@ -99,12 +99,7 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 		return nil
 	}
 	w.mu.Lock()
-	prev := make(map[int32]int64, len(offsets))
-	for id := range offsets {
-		if p, ok := w.parts[id]; ok {
-			prev[id] = p.committed
-		}
-	}
+	before := w.groupAtMost(offsets)
 	w.mu.Unlock()
 	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
 	resolved := false
@@ -118,7 +113,7 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 			return aerr
 		}
 		if consistent && len(offsets) > 0 && run.Err() == nil {
-			committed = w.committedAfterAll(run, offsets, prev)
+			committed = w.committedAfterAll(run, offsets, before)
 			resolved = committed
 		}
 	}

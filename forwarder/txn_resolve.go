@@ -21,14 +21,30 @@ import (
 // transaction is no longer pending (OffsetFetch with RequireStable waits for
 // that, as KIP-447 does for a new owner of the partitions).
 
+// groupAtMost is, for each partition of tried, the highest offset the
+// group can have held for it before the transaction: this worker's last
+// commit, or where it began reading, which is the group's offset when the
+// partition was assigned (or later, resumed after a loss). A partition the
+// transaction did not move past that tells nothing: its group offset reads
+// the same whichever way the transaction went (a partition just assigned,
+// with nothing taken yet, tries its own starting offset). mu must be held.
+func (w *worker) groupAtMost(tried map[int32]kgo.EpochOffset) map[int32]int64 {
+	before := make(map[int32]int64, len(tried))
+	for id := range tried {
+		if p, ok := w.parts[id]; ok {
+			before[id] = max(p.committed, p.from)
+		}
+	}
+	return before
+}
+
 // committedAfterAll reports whether the transaction that tried to commit
 // offsets committed after all. The client must have ended the transaction
-// (abortOpen): ending it settles a pending outcome on the broker. prev are
-// the partitions' commit points before it. A partition another member
-// committed for since, or a group that cannot be read before run ends,
-// decides nothing; with no partition to decide, the transaction counts as
-// aborted and is replayed, as before.
-func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.EpochOffset, prev map[int32]int64) bool {
+// (abortOpen): ending it settles a pending outcome on the broker. before is
+// groupAtMost from before it. Only a partition the worker still owns, moved
+// past before, decides; with none, the transaction counts as aborted and is
+// replayed, as before: at worst records are delivered twice, never lost.
+func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.EpochOffset, before map[int32]int64) bool {
 	adm := kadm.NewClient(w.cl)
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
 		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)
@@ -38,7 +54,15 @@ func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.Ep
 			err = unstable(got, w.source)
 		}
 		if err == nil {
-			committed, decided := outcome(got, w.source, offsets, prev)
+			w.mu.Lock()
+			owned := make(map[int32]kgo.EpochOffset, len(offsets))
+			for id, o := range offsets {
+				if _, ok := w.parts[id]; ok {
+					owned[id] = o
+				}
+			}
+			w.mu.Unlock()
+			committed, decided := outcome(got, w.source, owned, before)
 			w.log.Info("transaction_outcome_resolved", "committed", committed, "decided_by", decided)
 			return committed
 		}
@@ -67,18 +91,23 @@ func unstable(got kadm.OffsetResponses, topic string) error {
 }
 
 // outcome reads the transaction's outcome from the group's offsets: it
-// committed if a partition is at the offset it tried, aborted if one is
-// still at its commit point before. decided is how many partitions told.
-func outcome(got kadm.OffsetResponses, topic string, tried map[int32]kgo.EpochOffset, prev map[int32]int64) (committed bool, decided int) {
+// committed if a partition it moved past before[id] is at the offset it
+// tried; decided is how many partitions told (committed, or still at most
+// before[id]).
+func outcome(got kadm.OffsetResponses, topic string, tried map[int32]kgo.EpochOffset, before map[int32]int64) (committed bool, decided int) {
 	for id, o := range tried {
-		at := int64(-1)
-		if r, ok := got.Lookup(topic, id); ok && r.Err == nil {
-			at = r.At
+		b, ok := before[id]
+		if !ok || o.Offset <= b {
+			continue
 		}
-		switch at {
-		case o.Offset:
+		r, ok := got.Lookup(topic, id)
+		if !ok || r.Err != nil {
+			continue
+		}
+		switch {
+		case r.At == o.Offset:
 			return true, decided + 1
-		case prev[id]:
+		case r.At <= b:
 			decided++
 		}
 	}

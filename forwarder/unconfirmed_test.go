@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
@@ -113,6 +114,48 @@ func TestUnconfirmedCommit(t *testing.T) {
 	for id, times := range kafkatest.IDs(got) {
 		if times > 1 {
 			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
+		}
+	}
+}
+
+// TestOutcome: a transaction committed only if a partition it moved past
+// where the group could have been before is at the offset it tried. A
+// partition just assigned, which tries the offset it started from, tells
+// nothing: taking it for committed once skipped the records of an aborted
+// transaction on the other partitions, and lost one when kdelay serve scaled
+// down (TestFaults/in_parallel/exactly-once/scale).
+func TestOutcome(t *testing.T) {
+	t.Parallel()
+	group := func(at map[int32]int64) kadm.OffsetResponses {
+		rs := kadm.OffsetResponses{"in": {}}
+		for p, o := range at {
+			rs["in"][p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "in", Partition: p, At: o}}
+		}
+		return rs
+	}
+	tried := func(at map[int32]int64) map[int32]kgo.EpochOffset {
+		m := map[int32]kgo.EpochOffset{}
+		for p, o := range at {
+			m[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+		}
+		return m
+	}
+	for _, c := range []struct {
+		name                 string
+		group, tried, before map[int32]int64
+		committed            bool
+		decided              int
+	}{
+		{"committed", map[int32]int64{0: 20}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, true, 1},
+		{"aborted", map[int32]int64{0: 10}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, false, 1},
+		{"just assigned tells nothing", map[int32]int64{0: 10, 1: 5}, map[int32]int64{0: 10, 1: 9}, map[int32]int64{0: 10, 1: 5}, false, 1},
+		{"another member committed since", map[int32]int64{0: 30}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, false, 0},
+		{"not in the group", map[int32]int64{}, map[int32]int64{0: 20}, map[int32]int64{0: -1}, false, 0},
+		{"not owned any more", map[int32]int64{0: 20}, map[int32]int64{0: 20}, map[int32]int64{}, false, 0},
+	} {
+		committed, decided := outcome(group(c.group), "in", tried(c.tried), c.before)
+		if committed != c.committed || decided != c.decided {
+			t.Errorf("%s: outcome = %v decided by %d, want %v by %d", c.name, committed, decided, c.committed, c.decided)
 		}
 	}
 }
