@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
@@ -114,8 +115,28 @@ func (r *controlReader) run(ctx context.Context) error {
 }
 
 // ends returns, for each partition of the control topic holding records, the
-// offset after its last one.
+// offset after its last one. A broker that does not serve the topic yet is
+// asked again, for up to topicsServedTimeout: on a cluster, the broker that
+// said a topic kdelay just created is served may not lead its partitions,
+// and their leaders answered UNKNOWN_TOPIC_OR_PARTITION for a moment, which
+// stopped kdelay serve at start (2 of 14 runs on 3 nodes, issue 20).
 func (r *controlReader) ends(ctx context.Context) (map[int32]int64, error) {
+	ctx, cancel := context.WithTimeout(ctx, topicsServedTimeout)
+	defer cancel()
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, time.Second) {
+		ends, err := r.tryEnds(ctx)
+		if err == nil || !kerr.IsRetriable(err) {
+			return ends, err
+		}
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(backoff):
+		}
+	}
+}
+
+func (r *controlReader) tryEnds(ctx context.Context) (map[int32]int64, error) {
 	adm := kadm.NewClient(r.cl)
 	topic := r.cfg.Topics.Control()
 	starts, err := adm.ListStartOffsets(ctx, topic)

@@ -65,12 +65,12 @@ type worker struct {
 	// Exactly once: the earliest due time among the records produced since
 	// the last commit, aborted ones included; zero after a commit.
 	uncommittedDue time.Time
-	buf         buffer
-	cmdVersion  uint64     // the commands' version when held records were last looked at
-	scanFrom    int        // the next of the commands' ready list to look for (scan.go)
-	scanning    bool       // a scan is in flight
-	side        *partition // the partition of copies moved ahead by a scan: never committed
-	runCtx      context.Context
+	buf            buffer
+	cmdVersion     uint64     // the commands' version when held records were last looked at
+	scanFrom       int        // the next of the commands' ready list to look for (scan.go)
+	scanning       bool       // a scan is in flight
+	side           *partition // the partition of copies moved ahead by a scan: never committed
+	runCtx         context.Context
 
 	// ackMu guards what produce callbacks and the commit goroutine leave for
 	// the loop, and the cancel func of the poll in progress so that a
