@@ -132,8 +132,11 @@ func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error
 		for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
 			started := time.Now()
 			err := w.run(ctx)
-			if !errors.Is(err, errRenew) || ctx.Err() != nil {
+			switch {
+			case !errors.Is(err, errRenew):
 				return err
+			case ctx.Err() != nil:
+				return nil // stopping anyway
 			}
 			if time.Since(started) > retryBackoffMax {
 				backoff = retryBackoffMin
