@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 )
 
 // A transactional producer is fenced (PRODUCER_FENCED) when the broker
@@ -28,6 +29,11 @@ var errRenew = errors.New("transactional producer fenced while no other process 
 // errRenew if no other member holds the instance id, the error that says to
 // give each process its own instance id if one does.
 func (w *worker) fencedTxn(ctx context.Context, err error) error {
+	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		// Not a fence at all: renewing would be refused the same way.
+		return fmt.Errorf("transactional id %s.%s: %w; allow this principal WRITE and DESCRIBE on transactional ids starting with %q",
+			w.cfg.InstanceID, w.group, err, w.cfg.InstanceID)
+	}
 	other, derr := w.otherHoldsInstance(ctx)
 	if derr != nil {
 		w.log.Warn("instance_id_holder_unknown", "err", derr)

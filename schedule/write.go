@@ -216,7 +216,12 @@ func (s *Scheduler) abortOpen(ctx context.Context) error {
 // its quorum), and the error that says to give each process its own
 // instance id if one does (the forwarder does the same: forwarder/renew.go).
 func (s *Scheduler) fenced(err error) error {
-	if !errors.Is(err, kerr.ProducerFenced) && !errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
+		// Not a fence at all: renewing would be refused the same way.
+		return fmt.Errorf("transactional id %s.%s: %w; allow this principal WRITE and DESCRIBE on transactional ids starting with %q",
+			s.cfg.InstanceID, s.cfg.group(), err, s.cfg.InstanceID)
+	}
+	if !errors.Is(err, kerr.ProducerFenced) {
 		return nil
 	}
 	if !s.otherHoldsInstance() {
