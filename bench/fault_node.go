@@ -65,11 +65,10 @@ func (r *faultRun) nodeFor(ctx context.Context, role string) (int32, error) {
 }
 
 // txnID is the transactional id of the ingress router of the process in
-// slot 0, which the cluster scenarios never stop. It follows the
-// forwarder's rule (forwarder/txn.go, txnOpts): instance id, ".", the
-// stage's group, and no suffix off the embedded broker.
+// slot 0, which the cluster scenarios never stop; no suffix off the
+// embedded broker.
 func (r *faultRun) txnID() string {
-	return instanceID(r.name, 0) + "." + forwarder.IngressGroup(r.name)
+	return forwarder.TransactionalID(instanceID(r.name, 0), forwarder.IngressGroup(r.name), "")
 }
 
 // topics describes the scenario's topics, and with internal Kafka's

@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // A transactional producer is fenced (PRODUCER_FENCED) when the broker
@@ -46,23 +48,31 @@ func (w *worker) fencedTxn(ctx context.Context, err error) error {
 }
 
 // otherHoldsInstance reports whether a member of the worker's group other
-// than its own client holds its instance id. A group that cannot be
-// described counts as not: renewing when in doubt fences the other
-// producer, which then looks at the group in turn, where one of the two
-// members has been replaced by then.
+// than its own client holds its instance id (InstanceHeldElsewhere).
 func (w *worker) otherHoldsInstance(ctx context.Context) (bool, error) {
-	ctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
+	return InstanceHeldElsewhere(ctx, w.cl, w.group, w.cfg.InstanceID, w.cfg.ShutdownTimeout)
+}
+
+// InstanceHeldElsewhere reports whether a member of group other than cl's
+// own holds the static instance id, asking for at most timeout. A process
+// whose producer was fenced uses it to tell another process with its
+// instance id from a broker that fenced it on its own (the forwarder and
+// the scheduler). A group that cannot be described counts as not: renewing
+// when in doubt fences the other producer, which then looks at the group in
+// turn, where one of the two members has been replaced by then.
+func InstanceHeldElsewhere(ctx context.Context, cl *kgo.Client, group, instanceID string, timeout time.Duration) (bool, error) {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	groups, err := kadm.NewClient(w.cl).DescribeGroups(ctx, w.group)
+	groups, err := kadm.NewClient(cl).DescribeGroups(ctx, group)
 	if err == nil {
 		err = groups.Error()
 	}
 	if err != nil {
 		return false, err
 	}
-	ours, _ := w.cl.GroupMetadata()
-	for _, m := range groups[w.group].Members {
-		if m.InstanceID != nil && *m.InstanceID == w.cfg.InstanceID && m.MemberID != ours {
+	ours, _ := cl.GroupMetadata()
+	for _, m := range groups[group].Members {
+		if m.InstanceID != nil && *m.InstanceID == instanceID && m.MemberID != ours {
 			return true, nil
 		}
 	}

@@ -45,13 +45,21 @@ import (
 // txnOpts are the options of a worker's client in exactly-once delivery.
 func txnOpts(cfg *Config, group string) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.TransactionalID(cfg.InstanceID + "." + group + cfg.TransactionalIDSuffix),
+		kgo.TransactionalID(TransactionalID(cfg.InstanceID, group, cfg.TransactionalIDSuffix)),
 		// An open transaction holds back every read_committed consumer of
 		// the partitions it wrote to: a process that dies for good must not
 		// hold them long. One that restarts aborts it at once (see
 		// Config.InstanceID).
 		kgo.TransactionTimeout(txnTimeout(cfg)),
 	}
+}
+
+// TransactionalID is the transactional id of the producer of a consumer
+// group's member in exactly-once delivery: the process's instance id, ".",
+// the group, and suffix (Config.TransactionalIDSuffix). The scheduler names
+// its own the same way, and kdelay bench finds its coordinator with it.
+func TransactionalID(instanceID, group, suffix string) string {
+	return instanceID + "." + group + suffix
 }
 
 // txnTimeout lets a transaction run for its CommitInterval, plus the

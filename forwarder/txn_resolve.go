@@ -43,9 +43,12 @@ func (w *worker) groupAtMost(tried map[int32]kgo.EpochOffset) map[int32]int64 {
 // (abortOpen): ending it settles a pending outcome on the broker. before is
 // groupAtMost from before it. Only a partition the worker still owns, moved
 // past before, decides; with none, the transaction counts as aborted and is
-// replayed, as before: at worst records are delivered twice, never lost.
+// replayed, as before: at worst records are delivered twice, never lost. So
+// does a group that cannot be read for a transaction timeout (an ACL, a
+// coordinator away for long): the worker must not wait on it for ever.
 func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.EpochOffset, before map[int32]int64) bool {
 	adm := kadm.NewClient(w.cl)
+	giveUp := time.Now().Add(txnTimeout(w.cfg))
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
 		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)
 		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), w.group)
@@ -67,6 +70,10 @@ func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.Ep
 			return committed
 		}
 		if run.Err() != nil {
+			return false
+		}
+		if time.Now().After(giveUp) {
+			w.log.Warn("transaction_outcome_unknown", "replay", true, "err", err)
 			return false
 		}
 		w.log.Warn("transaction_outcome_unknown", "retry_in", backoff, "err", err)

@@ -63,7 +63,7 @@ func (s *Scheduler) connect() error {
 		return err
 	}
 	txn, err := kgo.NewGroupTransactSession(append(opts,
-		kgo.TransactionalID(s.cfg.InstanceID+"."+s.cfg.group()+s.cfg.TransactionalIDSuffix),
+		kgo.TransactionalID(forwarder.TransactionalID(s.cfg.InstanceID, s.cfg.group(), s.cfg.TransactionalIDSuffix)),
 		// A transaction is one step, milliseconds; an open one holds back
 		// every read_committed reader of the ingress partitions it wrote
 		// to, the forwarder among them, so a process that died must not
@@ -235,26 +235,13 @@ func (s *Scheduler) fenced(err error) error {
 var errRenew = errors.New("transactional producer fenced while no other process holds the instance id")
 
 // otherHoldsInstance reports whether a member of the group other than this
-// client holds the instance id; a group that cannot be described counts as
-// not, as in the forwarder.
+// client holds the instance id, as the forwarder asks it.
 func (s *Scheduler) otherHoldsInstance() bool {
-	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.ShutdownTimeout)
-	defer cancel()
-	groups, err := s.adm.DescribeGroups(ctx, s.cfg.group())
-	if err == nil {
-		err = groups.Error()
-	}
+	other, err := forwarder.InstanceHeldElsewhere(context.Background(), s.cl, s.cfg.group(), s.cfg.InstanceID, s.cfg.ShutdownTimeout)
 	if err != nil {
 		s.cfg.Logger.Warn("schedules_instance_id_holder_unknown", "err", err)
-		return false
 	}
-	ours, _ := s.cl.GroupMetadata()
-	for _, m := range groups[s.cfg.group()].Members {
-		if m.InstanceID != nil && *m.InstanceID == s.cfg.InstanceID && m.MemberID != ours {
-			return true
-		}
-	}
-	return false
+	return other
 }
 
 // setOffsets makes req commit offset ends[p] for each partition p of
