@@ -122,14 +122,12 @@ func run(ctx context.Context, cfg config, out io.Writer) error {
 // cfg.silentAfter. A device that is not silent cancels its offline record
 // once ctx ends: it did not go offline, it was switched off.
 func simulate(ctx context.Context, d *device, cfg config, silent bool, say func(string, ...any)) error {
-	beatCtx := ctx
+	var until time.Time
 	if silent {
-		var cancel context.CancelFunc
-		beatCtx, cancel = context.WithTimeout(ctx, cfg.silentAfter)
-		defer cancel()
+		until = time.Now().Add(cfg.silentAfter)
 	}
 	var last time.Time
-	err := d.beatEvery(beatCtx, cfg.every, func(at time.Time) {
+	err := d.beatEvery(ctx, cfg.every, until, func(at time.Time) {
 		if last.IsZero() {
 			say("%s online: its offline record %s is due at %s", d.name, d.id, clock(at.Add(cfg.timeout)))
 		} else {

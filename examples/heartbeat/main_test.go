@@ -70,7 +70,9 @@ func TestBeatingDeviceIsNotReported(t *testing.T) {
 	defer stop()
 	beats := make(chan time.Time, 1000)
 	done := make(chan error, 1)
-	go func() { done <- d.beatEvery(ctx, 200*time.Millisecond, func(at time.Time) { beats <- at }) }()
+	go func() {
+		done <- d.beatEvery(ctx, 200*time.Millisecond, time.Time{}, func(at time.Time) { beats <- at })
+	}()
 	var last time.Time
 	for beating := true; beating; {
 		select {

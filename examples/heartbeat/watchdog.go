@@ -58,14 +58,22 @@ func (d *device) beat(ctx context.Context) error {
 	return nil
 }
 
-// beatEvery beats now and then every interval until ctx ends, calling
-// onBeat with the time each acknowledged heartbeat was sent at. It returns
-// nil when ctx ends, or the error of a heartbeat that failed.
-func (d *device) beatEvery(ctx context.Context, interval time.Duration, onBeat func(at time.Time)) error {
+// beatEvery beats now and then every interval until ctx ends or, if until
+// is not zero, until then, calling onBeat with the time each acknowledged
+// heartbeat was sent at. It returns nil when it stops so, or the error of a
+// heartbeat that failed. A device that falls silent stops by until, not by
+// a context of its own that ends: its devices share one client, and a
+// record whose context ends may fail the other devices' records batched
+// with it (TestRun failed so: "reschedule ... context deadline exceeded"
+// for a device that kept beating).
+func (d *device) beatEvery(ctx context.Context, interval time.Duration, until time.Time, onBeat func(at time.Time)) error {
 	tick := time.NewTicker(interval)
 	defer tick.Stop()
 	for {
 		at := time.Now()
+		if !until.IsZero() && !at.Before(until) {
+			return nil
+		}
 		if err := d.beat(ctx); err != nil {
 			if ctx.Err() != nil || pastDeadline(ctx) {
 				return nil
