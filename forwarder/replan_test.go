@@ -35,8 +35,8 @@ func TestReplanning(t *testing.T) {
 		arrivals := b.collect(3, time.Minute)
 		now := time.Now()
 		due := map[string]time.Time{
-			// Released from 5s a second late (kdelay was down): 2.5s are
-			// left of its plan, so it goes to 2s, then is held 0.5s.
+			// Released from 5s a second late (kdelay was down): 1.5s are
+			// left from now, so it goes to 1s, then is held 0.5s.
 			"late-hop": now.Add(1500 * time.Millisecond),
 			// Written by a clock an hour ahead: its head claims to be due in
 			// an hour and 5s, more than the level's 5s, so it is due now.
@@ -56,6 +56,45 @@ func TestReplanning(t *testing.T) {
 				want = now
 			}
 			if late := a.At.Sub(want); late < 0 || late > 20*time.Millisecond {
+				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
+			}
+		}
+	})
+}
+
+// TestLateReleaseKeepsLevelOrder checks that a record released late does
+// not carry its lateness through the levels after it. A level releases its
+// records in offset order, so a hop stamped with the time its release was
+// planned, seconds before it was written, waits behind the hops written
+// ahead of it, stamped since: late again at every hop while the level is
+// busy. Here a level of 1s takes a record every 100ms while one comes out
+// of 5s a second late, with 2.5s left: it must still arrive at its due
+// time, and the traffic at theirs.
+func TestLateReleaseKeepsLevelOrder(t *testing.T) {
+	t.Parallel()
+	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
+		b.cfg.Partitions = 1 // every hop in one partition, in the order written
+		stop := b.run(b.cfg)
+		defer stop()
+		const traffic = 40
+		arrivals := b.collect(traffic+1, time.Minute)
+		due := map[string]time.Time{}
+		start := time.Now()
+		for i := range traffic {
+			if i == 10 { // a second into the traffic, the late release
+				now := time.Now()
+				due["late"] = now.Add(2500 * time.Millisecond)
+				b.produce(levelRecord(b.cfg, "5s", b.target, "late", now.Add(-6*time.Second), due["late"]))
+			}
+			now := time.Now()
+			id := strconv.Itoa(i)
+			due[id] = now.Add(time.Second)
+			b.produce(levelRecord(b.cfg, "1s", b.target, id, now, due[id]))
+			time.Sleep(start.Add(time.Duration(i+1) * 100 * time.Millisecond).Sub(time.Now()))
+		}
+		for _, a := range arrivals() {
+			id := string(a.Value)
+			if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
 				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
 			}
 		}

@@ -3,9 +3,9 @@ package forwarder
 import "time"
 
 // route decides where a record released at base goes next. base is when it
-// was due to leave its topic, which is no later than now: planning from it
-// rather than from now keeps a late release from pushing the record into a
-// shorter level, and the level chosen still never outlasts the due time.
+// was due to leave its topic, which is no later than now; a hop is planned
+// from it unless it is too far behind now (hopBase), and the level chosen
+// never outlasts the due time.
 func (w *worker) route(e *entry, base, now time.Time) {
 	env, err := parse(e.src, w.rules)
 	if err != nil {
@@ -30,6 +30,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		w.produce(e)
 		return
 	}
+	base = hopBase(base, now)
 	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok {
 		e.out = env.hop(w.cfg.Topics.Level(l.Name), base)
 		w.count(Hopped)
@@ -43,4 +44,24 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	e.at = env.Due
 	w.count(Held)
 	w.hold(e)
+}
+
+// maxHopAge is how far behind now a hop's timestamp may be. A level
+// partition is in due order only while every hop is written about when it
+// is stamped: the one stamped base and written later sits behind hops
+// stamped up to now, and the level releases it only after them, as late
+// as its release was, hop after hop. Stamped now and planned from now
+// instead, it may take a shorter level, one hop more, but is never late for
+// the lateness it came with.
+const maxHopAge = 20 * time.Millisecond
+
+// hopBase is what a record released at base is planned from: base itself,
+// which never lets a release a little late push the record into a shorter
+// level (a delay of exactly a level takes that level), unless base is more
+// than maxHopAge behind now.
+func hopBase(base, now time.Time) time.Time {
+	if now.Sub(base) > maxHopAge {
+		return now
+	}
+	return base
 }
