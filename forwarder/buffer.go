@@ -225,18 +225,24 @@ func (w *worker) later(now time.Time) int64 {
 }
 
 // waitsLong reports whether the worker holds a record it may not hand on
-// within the smallest level: a partition's buffered records not due soon, or
+// within the smallest level: a partition's queued records due after it, or
 // a record held for a retry after a failed produce, which may last until
 // DeliveryTimeout. The partitions that hold nothing must go on fetching then,
 // or their records would wait that long behind a full buffer. A remainder
 // below the smallest level does not count: it is handed on within that
-// level, which is as long as a record fetched meanwhile could wait.
+// level, which is as long as a record fetched meanwhile could wait. Not
+// "a partition paused as not due soon": that is relative to the resume lead,
+// FetchMaxWait (5s) and more by default, and a full level of 5s, whose
+// records are all due within it, paused its topic while its partitions
+// took turns to drain (TestFullLevelStillFetchesIdlePartitions).
 func (w *worker) waitsLong() bool {
 	if w.heldRetry > 0 {
 		return true
 	}
+	now := w.cfg.NowFunc()
+	horizon := now.Add(w.cfg.Levels.Smallest().Delay)
 	for _, p := range w.parts {
-		if p.notDue {
+		if k := len(p.queue); k > 0 && w.releaseAt(p.queue[k-1], now).After(horizon) {
 			return true
 		}
 	}

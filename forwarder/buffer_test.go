@@ -10,6 +10,7 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
+	"github.com/kdelay/kdelay/levels"
 )
 
 // TestBurstIsBounded writes a burst all due in the same millisecond, twenty
@@ -241,4 +242,65 @@ func checkHeld(t *testing.T, f *Forwarder, maxBuffered int64, partitions int32) 
 	if peak, limit := f.pool.peak.Load(), maxBuffered+int64(partitions)*fetch; peak > limit {
 		t.Errorf("the forwarders held up to %d bytes of records at once, want at most max-buffered-bytes %d plus one fetch (%d) per partition", peak, maxBuffered, fetch)
 	}
+}
+
+// TestFullLevelStillFetchesIdlePartitions fills a level of 5s past what it
+// may hold with records of one partition due over the next five seconds,
+// then writes a record due now to another partition: it must leave on time.
+// What the full level holds is not due within the smallest level, so it may
+// not borrow, and its empty partitions go on fetching. Until 2026-11-28 such
+// a level, with the default FetchMaxWait of 5s, took its records for due
+// soon, paused its whole topic until half its reserve was free, and the
+// record came seconds late (at 10,000 records/s the level's partitions took
+// turns, up to a second late).
+func TestFullLevelStillFetchesIdlePartitions(t *testing.T) {
+	t.Parallel()
+	inBubble(t, levels.Default().Names(), func(b *bubble) {
+		b.cfg.Partitions = 2
+		// The smallest share there is, of the ingress and 18 levels: the
+		// pool is then a quarter of 19 shares, more than the level lacks.
+		b.cfg.MaxBufferedBytes = 19 * minBufferShare
+		stop := b.run(b.cfg)
+		defer stop()
+		// Records of 4 KB, so that a fetch counts about its size on the
+		// wire, and the level's reserve is full before the pool is pressed
+		// (which would shorten its fetching ahead).
+		const n = 100
+		arrivals := b.collect(n+1, time.Minute)
+		writer, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ProducerLinger(0),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer writer.Close()
+		produce := func(rs ...*kgo.Record) {
+			if err := writer.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		due := map[string]time.Time{}
+		now := time.Now()
+		var batch []*kgo.Record
+		for i := range n {
+			id := strconv.Itoa(i)
+			at := now.Add(-5 * time.Second).Add(time.Duration(i+1) * 50 * time.Millisecond)
+			due[id] = at.Add(5 * time.Second)
+			r := levelRecord(b.cfg, "5s", b.target, id, at, due[id])
+			r.Key = make([]byte, 4000)
+			batch = append(batch, r)
+		}
+		produce(batch...)
+		time.Sleep(time.Second)
+		now = time.Now()
+		due["idle"] = now
+		r := levelRecord(b.cfg, "5s", b.target, "idle", now.Add(-5*time.Second), now)
+		r.Partition = 1
+		produce(r)
+		for _, a := range arrivals() {
+			id := string(a.Value)
+			if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
+				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
+			}
+		}
+	})
 }
