@@ -304,3 +304,64 @@ func TestFullLevelStillFetchesIdlePartitions(t *testing.T) {
 		}
 	})
 }
+
+// TestHeldRecordsDoNotPauseTheirPartition fills a level of 5s with records
+// of one partition due over the next five seconds, while another partition
+// holds records in memory for 0.9s after their release (remainders below the
+// smallest level) and then gets a record due at its release: it must leave
+// on time. A full forwarder pauses the partitions that hold what more
+// fetching would add to, queued records and records on their way to the
+// broker; a remainder waits for its time, and the records behind it must
+// not wait for it. Until 2026-11-28 they did: at 10,000 records/s the
+// partitions of the 5s level came up to a second late, one after another.
+func TestHeldRecordsDoNotPauseTheirPartition(t *testing.T) {
+	t.Parallel()
+	inBubble(t, levels.Default().Names(), func(b *bubble) {
+		b.cfg.Partitions = 2
+		b.cfg.MaxBufferedBytes = 19 * minBufferShare // as in TestFullLevelStillFetchesIdlePartitions
+		stop := b.run(b.cfg)
+		defer stop()
+		const held, backlog = 10, 100
+		arrivals := b.collect(held+backlog+1, time.Minute)
+		writer, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ProducerLinger(0),
+			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer writer.Close()
+		due := map[string]time.Time{}
+		// record is due at, in partition p of the 5s level, released at
+		// release: 4 KB, so that a fetch counts about its size on the wire.
+		record := func(id string, p int32, release, at time.Time) *kgo.Record {
+			due[id] = at
+			r := levelRecord(b.cfg, "5s", b.target, id, release.Add(-5*time.Second), at)
+			r.Partition, r.Key = p, make([]byte, 4000)
+			return r
+		}
+		produce := func(rs ...*kgo.Record) {
+			if err := writer.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+		now := time.Now()
+		var batch []*kgo.Record
+		for i := range held {
+			release := now.Add(500 * time.Millisecond)
+			batch = append(batch, record("held"+strconv.Itoa(i), 0, release, release.Add(900*time.Millisecond)))
+		}
+		for i := range backlog {
+			release := now.Add(time.Duration(i+1) * 50 * time.Millisecond)
+			batch = append(batch, record(strconv.Itoa(i), 1, release, release))
+		}
+		produce(batch...)
+		time.Sleep(600 * time.Millisecond)
+		now = time.Now()
+		produce(record("behind", 0, now, now))
+		for _, a := range arrivals() {
+			id := string(a.Value)
+			if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
+				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
+			}
+		}
+	})
+}

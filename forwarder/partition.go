@@ -25,6 +25,7 @@ type partition struct {
 	committed int64 // last offset committed, -1 before the first commit
 	from      int64 // the offset of the first record fetched: where reading began
 	waiting   int   // entries of this partition held in memory (worker.held)
+	flying    int   // entries handed to the client whose ack the loop has not applied
 	notDue    bool  // its buffered records are not due soon: fetch no more
 	paused    bool  // fetching paused, for notDue or a full buffer
 	gone      bool  // revoked or lost: late acks for it are ignored
@@ -123,6 +124,10 @@ func (p *partition) pending() bool {
 	return len(p.window) > 0
 }
 
-// holds reports whether the partition holds records: queued, or taken and
-// not acknowledged.
-func (p *partition) holds() bool { return len(p.queue) > 0 || p.pending() }
+// holds reports whether the partition holds records that fetching more
+// would add to: queued, or on their way to the broker, which acknowledges
+// them within a round trip. Not those held in memory until their time: a
+// remainder may wait for up to the smallest level, and the records behind
+// it are due from when it was released, not from when it leaves
+// (TestHeldRecordsDoNotPauseTheirPartition).
+func (p *partition) holds() bool { return len(p.queue) > 0 || p.flying > 0 }

@@ -27,6 +27,7 @@ func (w *worker) produce(e *entry) {
 	if e.first.IsZero() {
 		e.first = w.cfg.NowFunc()
 	}
+	e.part.flying++
 	w.txnProduced = true
 	w.txnProduces++
 	if w.txn != nil && !e.due.IsZero() {
@@ -81,6 +82,7 @@ func (w *worker) applyAcks(now time.Time) {
 		w.spareAcks = acks[:0]
 	}()
 	for _, a := range acks {
+		a.e.part.flying--
 		switch e := a.e; {
 		case e.part.gone:
 		case a.err == nil:
