@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"container/heap"
 	"context"
 	"time"
 
@@ -83,15 +84,6 @@ func (w *worker) obeyHeld(e *entry) bool {
 	return false
 }
 
-// heldSoonest is the earlier of soonest and when e is next due, if routing
-// held it again.
-func (w *worker) heldSoonest(soonest time.Time, e *entry) time.Time {
-	if !e.done && e.out != nil && !e.at.IsZero() {
-		return earliest(soonest, e.at)
-	}
-	return soonest
-}
-
 // changes reports whether cmd changes what happens to e, a held record.
 func (w *worker) changes(e *entry, cmd command) bool {
 	return cmd.name == cmdCancel || cmd.moved == source(e.src) || !e.due.Equal(time.UnixMilli(cmd.due))
@@ -106,12 +98,16 @@ func (w *worker) recheckHeld(now time.Time) {
 	} else {
 		w.cmdVersion = v
 	}
+	changed := false
 	for _, e := range w.held {
 		if e.dead || e.id == "" || e.src == nil {
 			continue
 		}
 		if cmd, ok := w.cmds.lookup(e.id); ok && w.changes(e, cmd) {
-			e.at = now
+			e.at, changed = now, true
 		}
+	}
+	if changed {
+		heap.Init(&w.held) // rare: a command in force changed a held record
 	}
 }

@@ -141,6 +141,7 @@ func (w *worker) forget(ids []int32) {
 		}
 		p.gone = true
 		w.forgetBuffered(p)
+		w.forgetHeld(p)
 		delete(w.parts, id)
 		if p.paused {
 			w.cl.ResumeFetchPartitions(map[string][]int32{w.source: {id}})

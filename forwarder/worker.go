@@ -54,8 +54,8 @@ type worker struct {
 	// run on the client's goroutines.
 	mu         sync.Mutex
 	parts      map[int32]*partition
-	held       []*entry
-	heldRetry  int64     // bytes of held records waiting to be retried: recounted by releaseHeld, added to by hold
+	held       heldQueue // records held in memory until a time (held.go)
+	heldRetry  int64     // bytes of held records waiting to be retried, of partitions not gone
 	lastCommit time.Time // when the last background commit began
 	committing bool      // a background commit is in flight
 	stats      Stats
@@ -425,49 +425,6 @@ func (w *worker) resumeLead() time.Duration {
 		return min(lead, w.cfg.Levels.Smallest().Delay)
 	}
 	return lead
-}
-
-// releaseHeld produces held records due by check and returns when the
-// earliest remaining one is due (the zero time if none).
-func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
-	var again []*entry // held records a command changed: routed again
-	keep := w.held[:0]
-	var retry int64
-	for _, e := range w.held {
-		switch {
-		case e.part.gone:
-		case e.at.After(check):
-			soonest = earliest(soonest, e.at)
-			keep = append(keep, e)
-			if e.attempts > 0 {
-				retry += e.size
-			}
-		default:
-			e.part.waiting--
-			if w.obeyHeld(e) {
-				w.produce(e)
-			} else {
-				again = append(again, e)
-			}
-		}
-	}
-	clear(w.held[len(keep):])
-	w.held, w.heldRetry = keep, retry
-	// After the loop: routing may hold them again.
-	for _, e := range again {
-		w.route(e, check, check)
-		soonest = w.heldSoonest(soonest, e)
-	}
-	return soonest
-}
-
-// hold keeps e in memory until e.at.
-func (w *worker) hold(e *entry) {
-	e.part.waiting++
-	w.held = append(w.held, e)
-	if e.attempts > 0 {
-		w.heldRetry += e.size
-	}
 }
 
 // earliest returns the earlier of two times, where the zero time means none.
