@@ -93,6 +93,8 @@ type Config struct {
 	InstanceID        string        // instance-id; "" for the host name
 	ShutdownTimeout   time.Duration // shutdown-timeout
 	Admin             string        // admin: host:port of the admin listener; "" for none
+	ConsoleActions    bool          // console-actions: the web console may act
+	ConsoleAuthFile   string        // console-auth-file: credentials the web console asks for; "" for none
 	Tracing           bool          // tracing: export OpenTelemetry spans
 	TracingEndpoint   string        // tracing-endpoint: OTLP/HTTP collector URL; "" for the OTEL_* variables' or the exporter's default
 	LogLevel          slog.Level    // log-level

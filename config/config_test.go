@@ -291,6 +291,11 @@ func TestValidation(t *testing.T) {
 			"tracing-endpoint: has a user, a password, a query or a fragment, which the OTLP exporter does not send; write scheme://host:port/path only, and put credentials in OTEL_EXPORTER_OTLP_HEADERS"},
 		{"tracing endpoint without tracing", sources{yaml: "tracing-endpoint: http://otel-collector:4318\n"},
 			"tracing-endpoint: is set, but tracing is false, so no span is sent; set tracing to true, or remove tracing-endpoint"},
+		{"console actions off loopback without credentials", sources{args: []string{"--console-actions", "--admin=:9464"}},
+			"console-actions: is true and admin :9464 is not on loopback, so whoever reaches it could replay dead letters and cancel messages; " +
+				"set console-auth-file to a file of credentials (docs/CONSOLE.md, Safety), or set admin to a loopback address such as 127.0.0.1:9464 (from --console-actions)"},
+		{"console actions without an admin listener", sources{env: []string{"KDELAY_CONSOLE_ACTIONS=true", "KDELAY_ADMIN="}},
+			"console-actions: is true, but admin is empty, so no console is served; set admin, or remove console-actions (from KDELAY_CONSOLE_ACTIONS)"},
 		{"tracing not a boolean", sources{env: []string{"KDELAY_TRACING=on"}},
 			`tracing: "on" is neither true nor false; write true or false (from KDELAY_TRACING)`},
 		{"topic prefix", sources{args: []string{"--topic-prefix=my delays"}},
@@ -326,6 +331,31 @@ func TestValidation(t *testing.T) {
 			}
 			if strings.Contains(err.Error(), "s3cret") {
 				t.Errorf("error %q repeats a secret of the value", err)
+			}
+		})
+	}
+}
+
+// TestConsoleActions checks where the web console may act: off by default,
+// on loopback when asked, and elsewhere only with credentials.
+func TestConsoleActions(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name    string
+		args    []string
+		actions bool
+	}{
+		{"read-only by default", nil, false},
+		{"on loopback when asked", []string{"--console-actions"}, true},
+		{"on localhost when asked", []string{"--console-actions", "--admin=localhost:9464"}, true},
+		{"off loopback with credentials", []string{"--console-actions", "--admin=:9464", "--console-auth-file=/etc/kdelay/console"}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := load(t, sources{args: tt.args})
+			if err != nil || c.ConsoleActions != tt.actions {
+				t.Errorf("Load(%q): console-actions %v, %v; want %v and no error", tt.args, c.ConsoleActions, err, tt.actions)
 			}
 		})
 	}

@@ -49,6 +49,8 @@ func (l *loader) decode() (Config, error) {
 		InstanceID:        d.text("instance-id"),
 		ShutdownTimeout:   d.duration("shutdown-timeout"),
 		Admin:             d.admin(),
+		ConsoleActions:    d.boolean("console-actions"),
+		ConsoleAuthFile:   d.text("console-auth-file"),
 		Tracing:           d.boolean("tracing"),
 		TracingEndpoint:   d.tracingEndpoint(),
 		LogLevel:          d.logLevel(),
@@ -63,6 +65,7 @@ func (l *loader) decode() (Config, error) {
 	if c.TracingEndpoint != "" && !c.Tracing {
 		d.fail("tracing-endpoint", "is set, but tracing is false, so no span is sent; set tracing to true, or remove tracing-endpoint")
 	}
+	d.console(c)
 	if c.Embedded() && c.DataDir == "" {
 		d.fail("data-dir", "is empty; name a directory for the embedded broker's data, such as ./kdelay-data")
 	}
@@ -285,6 +288,34 @@ func (d *decoder) tracingEndpoint() string {
 		d.fail("tracing-endpoint", "%v", err)
 	}
 	return s
+}
+
+// console checks the web console's settings against the admin listener
+// that serves it. Its actions, without credentials, are open to whoever
+// reaches the listener: that is allowed on loopback alone, which only
+// those on the machine reach.
+func (d *decoder) console(c Config) {
+	switch {
+	case c.Admin == "" && c.ConsoleActions:
+		d.fail("console-actions", "is true, but admin is empty, so no console is served; set admin, or remove console-actions")
+	case c.ConsoleActions && c.ConsoleAuthFile == "" && !loopback(c.Admin):
+		d.fail("console-actions", "is true and admin %s is not on loopback, so whoever reaches it could replay dead letters and cancel messages; "+
+			"set console-auth-file to a file of credentials (docs/CONSOLE.md, Safety), or set admin to a loopback address such as %s", c.Admin, def("admin"))
+	}
+}
+
+// loopback reports whether addr's host is a loopback address or localhost;
+// an empty host (":9464") listens on every interface, so it is not.
+func loopback(addr string) bool {
+	host, _, err := net.SplitHostPort(addr)
+	if err != nil {
+		return false
+	}
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 func hostPort(s string) (host string, port int, err error) {

@@ -9,6 +9,7 @@ import (
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/client"
+	"github.com/kdelay/kdelay/console"
 	"github.com/kdelay/kdelay/forwarder"
 )
 
@@ -62,11 +63,14 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},
 		{"shutdown-timeout", c.ShutdownTimeout, fw.ShutdownTimeout, "forwarder"},
 		{"admin", c.Admin, admin.Config{}.WithDefaults().Addr, "admin listener"},
+		{"console-actions", c.ConsoleActions, console.Config{}.WithDefaults().Actions, "console"},
 		{"tracing-endpoint", c.TracingEndpoint, admin.TracingConfig{}.WithDefaults().Endpoint, "admin tracing"},
 	}
 	cliOnly := []string{"brokers", "listen", "data-dir", "log-level", "log-format",
 		// A library user makes an admin.Tracing, or not.
 		"tracing",
+		// A library user passes console.Config.Credentials, read as it likes.
+		"console-auth-file",
 		// A library user passes TLS and SASL in forwarder.Config.ClientOpts.
 		"tls", "tls-ca-file", "tls-cert-file", "tls-key-file", "tls-server-name", "tls-insecure-skip-verify",
 		"sasl-mechanism", "sasl-username", "sasl-password", "sasl-password-file", "sasl-oauth-token", "sasl-oauth-token-file"}

@@ -89,6 +89,10 @@ func (c Config) text(name string) string {
 		return d(c.ShutdownTimeout)
 	case "admin":
 		return c.Admin
+	case "console-actions":
+		return strconv.FormatBool(c.ConsoleActions)
+	case "console-auth-file":
+		return c.ConsoleAuthFile
 	case "tracing":
 		return strconv.FormatBool(c.Tracing)
 	case "tracing-endpoint":

@@ -72,6 +72,8 @@ func keys() []key {
 		{"instance-id", kindString, "", "this process's name in kdelay's consumer groups (static membership): a kdelay restarted with the same one resumes its partitions at once; unique per process sharing the group, stable across restarts; empty is the host name (the pod name in Kubernetes)"},
 		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
 		{"admin", kindString, admin.DefaultAddr, "host:port of the admin HTTP listener: /metrics (Prometheus), /livez, /readyz, /debug/pprof/ (to loopback only); :9464 listens on every interface; empty turns it off"},
+		{"console-actions", kindBool, "false", "let the web console at / on the admin listener replay dead letters and cancel, reschedule or run messages now; false keeps it read-only; with admin not on loopback, console-auth-file is required"},
+		{"console-auth-file", kindString, "", "file of the credentials the web console asks for, a line per user, name:secret (basic auth, or the secret as a bearer token); empty asks for none"},
 		{"tracing", kindBool, "false", "export OpenTelemetry spans of every record kdelay receives and publishes, over OTLP/HTTP to tracing-endpoint; the standard OTEL_* variables tune the exporter"},
 		{"tracing-endpoint", kindString, "", "URL of the OTLP/HTTP collector, e.g. http://otel-collector:4318 (/v1/traces is added when there is no path); empty uses OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318"},
 		{"log-level", kindString, "info", "debug, info, warn or error"},

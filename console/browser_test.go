@@ -2,6 +2,7 @@ package console
 
 import (
 	"context"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -10,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/twmb/franz-go/pkg/kgo"
 
@@ -29,12 +31,17 @@ const EnvScreenshots = "KDELAY_CONSOLE_SCREENSHOTS"
 // for the browser to find and cancel it before it is due.
 const browserDelay = 30 * time.Second
 
+// browserSecret is the bearer token the browser signs in with.
+const browserSecret = "Jx8kq2Vb0pXw7sLr4NcT1yZe"
+
 // TestBrowser uses the console as a person does, in headless Chromium driven
 // over the DevTools protocol, against a forwarder on kfake with records
-// pending in two levels and a dead letter: the levels table and the
-// departures show the counts written, the dead letter is listed, a message
-// found by its id and cancelled from the page is not delivered, while its
-// twin due at the same time is.
+// pending in two levels and a dead letter, and a console that asks for
+// credentials: without them a page is refused; with them the levels table
+// and the departures show the counts written, the dead letter is listed, an
+// action whose form lost its CSRF token is refused, and a message found by
+// its id and cancelled from the page is not delivered, while its twin due
+// at the same time is.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium()
@@ -81,6 +88,19 @@ func TestBrowser(t *testing.T) {
 		return a.Value
 	}
 
+	t.Run("a page without credentials is refused", func(t *testing.T) {
+		// Headless Chromium has no sign-in dialog: it ends a load that
+		// asks for basic auth with ERR_INVALID_AUTH_CREDENTIALS.
+		resp, err := chromedp.Run(ctx, chromedp.NavigateResponse(b.srv.URL+"/"))
+		refused := (err != nil && strings.Contains(err.Error(), "ERR_INVALID_AUTH_CREDENTIALS")) || (err == nil && resp.Status == http.StatusUnauthorized)
+		if !refused {
+			t.Fatalf("GET / without credentials: %v, %v; want 401, or the load ended for want of credentials", resp, err)
+		}
+	})
+	_, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + browserSecret}})
+	if err != nil {
+		t.Fatalf("sign the browser in: %v", err)
+	}
 	do("the levels page", chromedp.Navigate(b.srv.URL+"/"), chromedp.WaitVisible(chromedp.CSS(`#departures`)))
 	b.screenshot(ctx, "levels")
 	t.Run("the levels table and the departures count the three records of the 1h level", func(t *testing.T) {
@@ -108,6 +128,21 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("find cancel-me shows:\n%s\nwant a place in a level and a complete search", found)
 		}
 	})
+	t.Run("an action whose form lost its CSRF token is refused", func(t *testing.T) {
+		// As a form another page made would arrive, were it sent from the
+		// same site: everything but the token.
+		if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`(document.querySelector('#cancel').form.elements.csrf.value = '', true)`)); err != nil {
+			t.Fatal(err)
+		}
+		resp, err := chromedp.RunResponse(ctx, chromedp.Click(chromedp.CSS(`#cancel`)))
+		if err != nil || resp.Status != http.StatusForbidden {
+			t.Fatalf("cancel without the token: %v, %v; want 403", resp, err)
+		}
+		if msg := text(`#error`); !strings.Contains(msg, "CSRF token") {
+			t.Errorf("cancel without the token says %q, want the CSRF token named", msg)
+		}
+	})
+	do("find cancel-me again", chromedp.Navigate(b.srv.URL+"/find?id=cancel-me"), chromedp.WaitVisible(chromedp.CSS(`#search-done`)))
 	do("cancel it", chromedp.Click(chromedp.CSS(`#cancel`)), chromedp.WaitVisible(chromedp.CSS(`#confirm-command`)),
 		chromedp.Click(chromedp.CSS(`#confirm-command`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
 	b.screenshot(ctx, "cancelled")
@@ -151,7 +186,8 @@ func browser(t *testing.T, path string) context.Context {
 	return ctx
 }
 
-// browserFixture is a forwarder on kfake and a console with actions on.
+// browserFixture is a forwarder on kfake and a console with actions on,
+// that asks for browserSecret.
 type browserFixture struct {
 	*fixture
 }
@@ -175,7 +211,7 @@ func setupBrowser(t *testing.T) browserFixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.fleet.Close)
-	c, err := New(Config{Fleet: f.fleet, Actions: true})
+	c, err := New(Config{Fleet: f.fleet, Actions: true, Credentials: []Credential{{Name: "operator", Secret: browserSecret}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,16 +14,20 @@
 // work without JavaScript, and nothing but go build makes them.
 //
 // The console is read-only unless Config.Actions is set. An action (a
-// replay, a command) is a POST that asks for confirmation first, and is
-// refused when the browser says the request came from another site
+// replay, a command) is a POST that asks for confirmation first; it carries
+// a CSRF token the console's own pages give their forms, and is refused
+// without it or when the browser says another site's page sent it
 // (http.CrossOriginProtection), so another page cannot make a visitor's
-// browser replay or cancel. It does not authenticate: whoever reaches the
-// listener may act, so turn Actions on only on a listener that only
-// operators reach (loopback, or behind an authenticating proxy).
+// browser replay or cancel. With Config.Credentials, every page asks for
+// credentials (basic auth, or a bearer token); without, whoever reaches the
+// listener may act, so turn Actions on without Credentials only on a
+// listener that only operators reach (loopback, or behind an authenticating
+// proxy).
 package console
 
 import (
 	"cmp"
+	"crypto/rand"
 	"embed"
 	"errors"
 	"html/template"
@@ -55,6 +59,17 @@ type Config struct {
 	// Default false: read-only.
 	Actions bool
 
+	// ActionsHelp is what a read-only console says, when asked to act,
+	// about how to turn actions on where it runs. Default: set
+	// console.Config.Actions.
+	ActionsHelp string
+
+	// Credentials, when set, are asked of every request: basic auth with
+	// a name and its secret, or the secret alone as a bearer token
+	// (ReadCredentials reads them from a file). Actions are logged with
+	// the name. Default none: the console does not authenticate.
+	Credentials []Credential
+
 	// FindLimits bound a search by id. Default fleet.DefaultFindBytes,
 	// 256 MiB, and fleet.DefaultFindTime, 30s.
 	FindLimits fleet.FindLimits
@@ -75,6 +90,7 @@ func (c Config) WithDefaults() Config {
 	if c.NowFunc == nil {
 		c.NowFunc = time.Now
 	}
+	c.ActionsHelp = cmp.Or(c.ActionsHelp, "Set console.Config.Actions to act.")
 	c.FindLimits.MaxBytes = cmp.Or(c.FindLimits.MaxBytes, fleet.DefaultFindBytes)
 	c.FindLimits.MaxTime = cmp.Or(c.FindLimits.MaxTime, fleet.DefaultFindTime)
 	return c
@@ -89,11 +105,13 @@ func (c Config) validate() error {
 
 // Console is the web console's handler.
 type Console struct {
-	cfg       Config
-	pages     *template.Template
-	mux       *http.ServeMux
-	searches  chan struct{} // a slot per search running
-	sameSites *http.CrossOriginProtection
+	cfg         Config
+	pages       *template.Template
+	mux         *http.ServeMux
+	searches    chan struct{} // a slot per search running
+	sameSites   *http.CrossOriginProtection
+	secret      []byte // of the CSRF tokens: see token
+	credentials []hashedCredential
 }
 
 // New checks cfg and builds the handler.
@@ -111,7 +129,8 @@ func New(cfg Config) (*Console, error) {
 		return nil, err
 	}
 	c := &Console{cfg: cfg, pages: pages, mux: http.NewServeMux(), searches: make(chan struct{}, searchesAtOnce),
-		sameSites: http.NewCrossOriginProtection()}
+		sameSites: http.NewCrossOriginProtection(), secret: make([]byte, 32), credentials: hash(cfg.Credentials)}
+	rand.Read(c.secret) // never fails: see crypto/rand.Read
 	c.mux.HandleFunc("GET /{$}", c.levels)
 	c.mux.HandleFunc("GET /deadletters", c.deadLetters)
 	c.mux.HandleFunc("POST /replay", c.action(c.replay))
@@ -121,24 +140,18 @@ func New(cfg Config) (*Console, error) {
 	return c, nil
 }
 
-// ServeHTTP serves the console's pages.
-func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) { c.mux.ServeHTTP(w, r) }
-
-// action wraps a handler that changes something: refused while the console
-// is read-only, and for a request another site's page made the browser
-// send.
-func (c *Console) action(h http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !c.cfg.Actions {
-			c.fail(w, http.StatusForbidden, errors.New("this console is read-only: it shows, and changes nothing. kdelay serve's admin listener allows actions on loopback only; kdelay console never does"))
+// ServeHTTP serves the console's pages, to a user with credentials when
+// the console asks for them.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if len(c.credentials) > 0 {
+		name, ok := c.authenticate(r)
+		if !ok {
+			c.signIn(w, r)
 			return
 		}
-		if err := c.sameSites.Check(r); err != nil {
-			c.fail(w, http.StatusForbidden, errors.New("refused: the request came from a page of another site (cross-origin). Act from the console's own pages"))
-			return
-		}
-		h(w, r)
+		r = withUser(r, name)
 	}
+	c.mux.ServeHTTP(w, r)
 }
 
 // page is what every page's template gets.
@@ -146,21 +159,31 @@ type page struct {
 	Title   string
 	Nav     string // which link of the navigation is this page
 	Actions bool
+	CSRF    string // the token every action's form carries
+	User    string // signed in as, "" when the console does not ask
 	Now     time.Time
 	Data    any
 }
 
+// page is the page for r.
+func (c *Console) page(r *http.Request, nav, title string, data any) page {
+	p := page{Title: title, Nav: nav, Actions: c.cfg.Actions, User: user(r), Now: c.cfg.NowFunc(), Data: data}
+	if p.Actions {
+		p.CSRF = c.token(p.User)
+	}
+	return p
+}
+
 // render writes the page named name.
-func (c *Console) render(w http.ResponseWriter, status int, name, nav, title string, data any) {
+func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, nav, title string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	p := page{Title: title, Nav: nav, Actions: c.cfg.Actions, Now: c.cfg.NowFunc(), Data: data}
-	if err := c.pages.ExecuteTemplate(w, name, p); err != nil {
+	if err := c.pages.ExecuteTemplate(w, name, c.page(r, nav, title, data)); err != nil {
 		c.cfg.Logger.Warn("console_render_failed", "page", name, "err", err)
 	}
 }
 
 // fail answers with a page that says what went wrong.
-func (c *Console) fail(w http.ResponseWriter, status int, err error) {
-	c.render(w, status, "error.html", "", "Error", err.Error())
+func (c *Console) fail(w http.ResponseWriter, r *http.Request, status int, err error) {
+	c.render(w, r, status, "error.html", "", "Error", err.Error())
 }

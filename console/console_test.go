@@ -1,6 +1,7 @@
 package console
 
 import (
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -127,16 +128,76 @@ func TestDeadLetters(t *testing.T) {
 
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
-	f := setup(t, false)
+	const help = "Start it with console-actions: true."
+	f := setup(t, false, func(c *Config) { c.ActionsHelp = help })
 	f.deadLetter(f.topics.Ingress()+"/0/1", f.target, "topic does not exist")
-	if _, page := f.get("/deadletters"); strings.Contains(page, `id="replay-all"`) {
-		t.Errorf("a read-only console offers a replay")
-	}
-	for _, path := range []string{"/replay", "/command"} {
-		if code, page := f.post(path, url.Values{"all": {"1"}, "name": {"cancel"}, "id": {"x"}, "confirm": {"yes"}}); code != http.StatusForbidden || !strings.Contains(page, "read-only") {
-			t.Errorf("POST %s on a read-only console: %d\n%s\nwant 403 saying it is read-only", path, code, page)
+	f.hop("1h", "order-7", f.now.Add(-time.Minute))
+	t.Run("no page offers an action or carries a token", func(t *testing.T) {
+		for _, path := range []string{"/deadletters", "/find?id=order-7"} {
+			if _, page := f.get(path); strings.Contains(page, `method="post"`) || strings.Contains(page, `name="csrf"`) {
+				t.Errorf("GET %s on a read-only console offers an action:\n%s", path, page)
+			}
 		}
+	})
+	t.Run("an action is refused, saying what turns actions on", func(t *testing.T) {
+		for _, path := range []string{"/replay", "/command"} {
+			code, page := f.post(path, url.Values{"all": {"1"}, "name": {"cancel"}, "id": {"x"}, "confirm": {"yes"}})
+			if code != http.StatusForbidden || !strings.Contains(page, "read-only") || !strings.Contains(page, help) {
+				t.Errorf("POST %s on a read-only console: %d\n%s\nwant 403 saying it is read-only and %q", path, code, page, help)
+			}
+		}
+	})
+}
+
+func TestCSRF(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.hop("1h", "order-7", f.now.Add(-time.Minute))
+	control := f.cluster.Collect(f.topics.Control())
+	cancel := url.Values{"name": {"cancel"}, "id": {"order-7"}, "confirm": {"yes"}}
+	t.Run("every action's form carries the token", func(t *testing.T) {
+		_, page := f.get("/find?id=order-7")
+		forms, tokens := strings.Count(page, `<form method="post"`), strings.Count(page, `name="csrf" value="`+f.console.token("")+`"`)
+		if forms != 3 || tokens != forms {
+			t.Errorf("the find page has %d forms that post and %d tokens, want 3 of each:\n%s", forms, tokens, page)
+		}
+	})
+	tests := []struct {
+		name, token string
+	}{
+		{"without a token", ""},
+		{"with a token of another process", otherProcessToken(t, f)},
+		{"with another user's token", f.console.token("alice")},
 	}
+	for _, tt := range tests {
+		t.Run("an action "+tt.name+" is refused and writes nothing", func(t *testing.T) {
+			form := maps.Clone(cancel)
+			form.Set(csrfField, tt.token)
+			if code, page := f.post("/command", form); code != http.StatusForbidden || !strings.Contains(page, "CSRF token") {
+				t.Errorf("POST /command %s: %d\n%s\nwant 403 naming the CSRF token", tt.name, code, page)
+			}
+		})
+	}
+	t.Run("with the token, it is written", func(t *testing.T) {
+		if code, page := f.post("/command", cancel); code != http.StatusOK || !strings.Contains(page, "Written to ") {
+			t.Fatalf("POST /command with the token: %d\n%s", code, page)
+		}
+		got := control.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 1 })
+		if len(got) != 1 {
+			t.Errorf("the control topic holds %d records, want the one cancel with a token; those refused wrote nothing", len(got))
+		}
+	})
+}
+
+// otherProcessToken is the token another Console on the same fleet gives its forms:
+// another process's, made with another secret.
+func otherProcessToken(t *testing.T, f *fixture) string {
+	t.Helper()
+	c, err := New(Config{Fleet: f.fleet, Actions: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c.token("")
 }
 
 func TestFind(t *testing.T) {

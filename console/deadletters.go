@@ -33,10 +33,10 @@ func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 		}
 	})
 	if err != nil {
-		c.fail(w, http.StatusBadGateway, err)
+		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
-	c.render(w, http.StatusOK, "deadletters.html", "deadletters", "Dead letters", p)
+	c.render(w, r, http.StatusOK, "deadletters.html", "deadletters", "Dead letters", p)
 }
 
 // replayPage asks to confirm a replay, or says what it did.
@@ -64,7 +64,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	f := fleet.Filter{Reason: p.Reason, Target: p.Target}
 	if !p.All {
 		if len(p.Sources) == 0 {
-			c.fail(w, http.StatusBadRequest, errors.New("no dead letter selected: tick the ones to replay, or replay all that match"))
+			c.fail(w, r, http.StatusBadRequest, errors.New("no dead letter selected: tick the ones to replay, or replay all that match"))
 			return
 		}
 		f.Sources = map[string]bool{}
@@ -75,7 +75,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	fl := c.cfg.Fleet
 	chosen, err := fl.Choose(r.Context(), f, nil)
 	if err != nil {
-		c.fail(w, http.StatusConflict, err)
+		c.fail(w, r, http.StatusConflict, err)
 		return
 	}
 	if r.FormValue("confirm") != "yes" {
@@ -83,7 +83,7 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 			_, refused := d.Replay(fl.Config().Rules())
 			p.Chosen = append(p.Chosen, planned{Letter: d, Refused: refused})
 		}
-		c.render(w, http.StatusOK, "replay.html", "deadletters", "Replay dead letters?", p)
+		c.render(w, r, http.StatusOK, "replay.html", "deadletters", "Replay dead letters?", p)
 		return
 	}
 	p.Done = fl.Replay(r.Context(), chosen)
@@ -92,6 +92,6 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 			p.Written++
 		}
 	}
-	c.cfg.Logger.Info("console_replay", "filter", f.Describe(), "chosen", len(chosen), "replayed", p.Written, "remote", r.RemoteAddr)
-	c.render(w, http.StatusOK, "replay.html", "deadletters", "Replayed", p)
+	c.cfg.Logger.Info("console_replay", "filter", f.Describe(), "chosen", len(chosen), "replayed", p.Written, "sources", p.Sources, "user", user(r), "remote", r.RemoteAddr)
+	c.render(w, r, http.StatusOK, "replay.html", "deadletters", "Replayed", p)
 }

@@ -24,3 +24,23 @@ func Example() {
 	mux.Handle("/kdelay/", http.StripPrefix("/kdelay", c))
 	log.Fatal(http.ListenAndServe("127.0.0.1:8080", mux))
 }
+
+// Let the console act, for those named in a credentials file: a line per
+// user, name:secret. A browser signs in with basic auth; a program sends the
+// secret as a bearer token.
+func ExampleReadCredentials() {
+	f, err := fleet.New(fleet.Config{Brokers: []string{"localhost:9092"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	credentials, err := console.ReadCredentials("/etc/kdelay/console-credentials")
+	if err != nil {
+		log.Fatal(err)
+	}
+	c, err := console.New(console.Config{Fleet: f, Actions: true, Credentials: credentials})
+	if err != nil {
+		log.Fatal(err)
+	}
+	log.Fatal(http.ListenAndServe(":8080", c))
+}

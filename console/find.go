@@ -22,19 +22,19 @@ type findPage struct {
 func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 	p := findPage{ID: r.FormValue("id"), Limits: c.cfg.FindLimits}
 	if p.ID == "" {
-		c.render(w, http.StatusOK, "find-page", "find", "Find a message", p)
+		c.render(w, r, http.StatusOK, "find-page", "find", "Find a message", p)
 		return
 	}
 	select {
 	case c.searches <- struct{}{}:
 		defer func() { <-c.searches }()
 	default:
-		c.fail(w, http.StatusServiceUnavailable, fmt.Errorf("%d searches are running already; try again once one has ended", searchesAtOnce))
+		c.fail(w, r, http.StatusServiceUnavailable, fmt.Errorf("%d searches are running already; try again once one has ended", searchesAtOnce))
 		return
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	rc := http.NewResponseController(w)
-	pg := page{Title: "Find " + p.ID, Nav: "find", Actions: c.cfg.Actions, Now: c.cfg.NowFunc(), Data: &p}
+	pg := c.page(r, "find", "Find "+p.ID, &p)
 	c.stream(w, rc, "find-top", pg)
 	s, err := c.cfg.Fleet.Find(r.Context(), p.ID, c.cfg.FindLimits, pg.Now, func(s fleet.Search) {
 		p.Progress = s
@@ -71,14 +71,14 @@ func (c *Console) command(w http.ResponseWriter, r *http.Request) {
 	switch p.Name {
 	case kdelay.CommandCancel, kdelay.CommandReschedule, kdelay.CommandRunNow:
 	default:
-		c.fail(w, http.StatusBadRequest, fmt.Errorf("no command %q: use cancel, reschedule or run-now", p.Name))
+		c.fail(w, r, http.StatusBadRequest, fmt.Errorf("no command %q: use cancel, reschedule or run-now", p.Name))
 		return
 	}
 	if p.Name != kdelay.CommandReschedule {
 		p.Delay, p.At = "", "" // only a reschedule takes a time
 	}
 	if err := fleet.CheckDue(p.Delay, p.At); err != nil {
-		c.fail(w, http.StatusBadRequest, err)
+		c.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
 	fl := c.cfg.Fleet
@@ -87,19 +87,24 @@ func (c *Console) command(w http.ResponseWriter, r *http.Request) {
 	now := c.cfg.NowFunc()
 	rec, cmd, err := fleet.CommandRecord(p.Name, p.ID, p.Delay, p.At, fl.Config().Rules(), now)
 	if err != nil {
-		c.fail(w, http.StatusBadRequest, err)
+		c.fail(w, r, http.StatusBadRequest, err)
 		return
 	}
 	p.WillDo = fleet.WillDo(cmd, rec.Timestamp)
 	if r.FormValue("confirm") != "yes" {
-		c.render(w, http.StatusOK, "command.html", "find", "Confirm "+p.Name, p)
+		c.render(w, r, http.StatusOK, "command.html", "find", "Confirm "+p.Name, p)
 		return
 	}
-	if err := fl.WriteCommand(r.Context(), rec); err != nil {
-		c.fail(w, http.StatusBadGateway, fmt.Errorf("%s %s not written: %w", p.Name, p.ID, err))
+	err = fl.WriteCommand(r.Context(), rec)
+	if err == nil {
+		p.Written = kdelay.Source(rec.Topic, rec.Partition, rec.Offset)
+	}
+	// Written or not, an action someone took: the log says who and what.
+	c.cfg.Logger.Info("console_command", "command", p.Name, "id", p.ID, "due", cmd.Due, "written", p.Written, "err", err,
+		"user", user(r), "remote", r.RemoteAddr)
+	if err != nil {
+		c.fail(w, r, http.StatusBadGateway, fmt.Errorf("%s %s not written: %w", p.Name, p.ID, err))
 		return
 	}
-	p.Written = kdelay.Source(rec.Topic, rec.Partition, rec.Offset)
-	c.cfg.Logger.Info("console_command", "command", p.Name, "id", p.ID, "due", cmd.Due, "written", p.Written, "remote", r.RemoteAddr)
-	c.render(w, http.StatusOK, "command.html", "find", p.Name+" written", p)
+	c.render(w, r, http.StatusOK, "command.html", "find", p.Name+" written", p)
 }

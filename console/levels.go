@@ -38,7 +38,7 @@ func (c *Console) levels(w http.ResponseWriter, r *http.Request) {
 	edges := fleet.DefaultEdges()
 	st, err := c.cfg.Fleet.Status(r.Context(), c.cfg.NowFunc(), edges)
 	if err != nil {
-		c.fail(w, http.StatusBadGateway, err)
+		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
 	p := levelsPage{Levels: st, Columns: columns(edges)}
@@ -46,7 +46,7 @@ func (c *Console) levels(w http.ResponseWriter, r *http.Request) {
 		p.Pending += s.Pending
 		p.Rows = append(p.Rows, departuresOf(s, edges))
 	}
-	c.render(w, http.StatusOK, "levels.html", "levels", "Levels", p)
+	c.render(w, r, http.StatusOK, "levels.html", "levels", "Levels", p)
 }
 
 // columns name the departures table's columns: one per edge, then later

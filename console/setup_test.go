@@ -3,6 +3,7 @@ package console
 import (
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -37,11 +38,13 @@ type fixture struct {
 	topics  kdelay.Topics
 	group   string
 	target  string
+	console *Console
 	srv     *httptest.Server
 	now     time.Time
 }
 
-func setup(t *testing.T, actions bool) *fixture {
+// setup makes the fixture; each of with changes the console's Config.
+func setup(t *testing.T, actions bool, with ...func(*Config)) *fixture {
 	t.Helper()
 	cluster := kafkatest.New(t)
 	name := kafkatest.Name(t)
@@ -60,11 +63,15 @@ func setup(t *testing.T, actions bool) *fixture {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.fleet.Close)
-	c, err := New(Config{Fleet: f.fleet, Actions: actions, NowFunc: func() time.Time { return f.now }})
+	cfg := Config{Fleet: f.fleet, Actions: actions, NowFunc: func() time.Time { return f.now }}
+	for _, w := range with {
+		w(&cfg)
+	}
+	f.console, err = New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f.srv = httptest.NewServer(c)
+	f.srv = httptest.NewServer(f.console)
 	t.Cleanup(f.srv.Close)
 	return f
 }
@@ -116,9 +123,15 @@ func (f *fixture) get(path string) (int, string) {
 	return read(f.t, resp)
 }
 
-// post posts form to path as the console's own page does: same origin.
+// post posts form to path as the console's own page does: same origin,
+// with the CSRF token of the console's forms unless form has a csrf field.
+// header are more headers, name then value.
 func (f *fixture) post(path string, form url.Values, header ...string) (int, string) {
 	f.t.Helper()
+	if !form.Has(csrfField) {
+		form = maps.Clone(form)
+		form.Set(csrfField, f.console.token(""))
+	}
 	req, err := http.NewRequest(http.MethodPost, f.srv.URL+path, strings.NewReader(form.Encode()))
 	if err != nil {
 		f.t.Fatal(err)

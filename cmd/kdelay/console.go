@@ -37,8 +37,9 @@ elsewhere: it reads Kafka alone, as kdelay status does.
 
 This console is read-only: it replays and commands nothing. kdelay serve's admin
 listener serves the same console at /, with the actions (replay, cancel,
-reschedule, run-now) when it listens on loopback. Give it the topic-prefix, group
-and levels serve runs with (flags, KDELAY_* or --config). docs/CONSOLE.md has more.`,
+reschedule, run-now) when console-actions is true. Give it the topic-prefix, group
+and levels serve runs with (flags, KDELAY_* or --config), and --console-auth-file
+to ask for credentials. docs/CONSOLE.md has more.`,
 		Example: "  kdelay console --brokers kafka-1:9092\n  kdelay console --brokers kafka-1:9092 --addr :9465",
 		Args:    usageArgs(cobra.NoArgs),
 		RunE: func(cmd *cobra.Command, _ []string) error {
@@ -50,7 +51,7 @@ and levels serve runs with (flags, KDELAY_* or --config). docs/CONSOLE.md has mo
 		},
 	}
 	cmd.Flags().StringVar(&addr, "addr", defaultConsoleAddr, "host:port to serve the console on; loopback by default, so nothing is exposed until you say where")
-	config.AddClientFlags(cmd.Flags(), "group", "levels", "max-delay")
+	config.AddClientFlags(cmd.Flags(), "group", "levels", "max-delay", "console-auth-file")
 	return cmd
 }
 
@@ -58,12 +59,17 @@ and levels serve runs with (flags, KDELAY_* or --config). docs/CONSOLE.md has mo
 // goes in this order: stop accepting, let the requests in flight finish
 // (for up to 5s), then close the Kafka client they use.
 func serveConsole(ctx context.Context, cfg config.Config, addr string, stderr io.Writer) error {
+	creds, err := readCredentials(cfg)
+	if err != nil {
+		return usageError{err}
+	}
 	f, err := openFleet(ctx, cfg)
 	if err != nil {
 		return err
 	}
 	defer f.Close()
-	c, err := console.New(console.Config{Fleet: f})
+	c, err := console.New(console.Config{Fleet: f, Credentials: creds,
+		ActionsHelp: "kdelay console never acts: kdelay serve's admin listener does, with console-actions set to true."})
 	if err != nil {
 		return err
 	}
@@ -91,9 +97,7 @@ func serveConsole(ctx context.Context, cfg config.Config, addr string, stderr io
 
 // adminConsole is the console serve's admin listener mounts at /, on the
 // fleet this serve is part of, and the fleet, to close once the listener
-// has stopped. Its actions are on only when the listener is on loopback:
-// the console does not authenticate, and loopback is reached by those on
-// the machine alone.
+// has stopped.
 func (s server) adminConsole(brokers []string) (*fleet.Fleet, *console.Console, error) {
 	fcfg := fleetConfig(s.cfg)
 	fcfg.Brokers = brokers
@@ -101,7 +105,7 @@ func (s server) adminConsole(brokers []string) (*fleet.Fleet, *console.Console, 
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := console.New(console.Config{Fleet: f, Actions: loopback(s.cfg.Admin), Logger: s.log})
+	c, err := console.New(s.consoleConfig(f))
 	if err != nil {
 		f.Close()
 		return nil, nil, err
@@ -109,16 +113,24 @@ func (s server) adminConsole(brokers []string) (*fleet.Fleet, *console.Console, 
 	return f, c, nil
 }
 
-// loopback reports whether addr's host is a loopback address or localhost;
-// an empty host (":9464") listens on every interface, so it is not.
-func loopback(addr string) bool {
-	host, _, err := net.SplitHostPort(addr)
+// consoleConfig is the admin listener's console on f: read-only unless
+// console-actions is true. config.Load has refused actions on a listener
+// off loopback without credentials.
+func (s server) consoleConfig(f *fleet.Fleet) console.Config {
+	return console.Config{Fleet: f, Actions: s.cfg.ConsoleActions, Credentials: s.credentials, Logger: s.log,
+		ActionsHelp: "Set console-actions to true (--console-actions, or KDELAY_CONSOLE_ACTIONS=true), and console-auth-file " +
+			"when admin is not on loopback, then restart kdelay serve to act from here."}
+}
+
+// readCredentials reads the file console-auth-file names, none when it is
+// empty.
+func readCredentials(cfg config.Config) ([]console.Credential, error) {
+	if cfg.ConsoleAuthFile == "" {
+		return nil, nil
+	}
+	cs, err := console.ReadCredentials(cfg.ConsoleAuthFile)
 	if err != nil {
-		return false
+		return nil, fmt.Errorf("console-auth-file: %w; fix the file, or the path set in console-auth-file (docs/CONSOLE.md says the format)", err)
 	}
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return cs, nil
 }

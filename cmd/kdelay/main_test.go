@@ -34,12 +34,21 @@ func TestExitCodes(t *testing.T) {
 	}
 	t.Cleanup(unlock)
 
+	shortSecret := filepath.Join(dir, "console-credentials")
+	if err := os.WriteFile(shortSecret, []byte("alice:hunter2\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+
 	tests := []struct {
 		name string
 		args []string
 		code int
 		want string // in the output
 	}{
+		{"console actions off loopback without credentials", []string{"serve", "--console-actions", "--admin", "0.0.0.0:0"}, 2,
+			"console-actions: is true and admin 0.0.0.0:0 is not on loopback, so whoever reaches it could replay dead letters and cancel messages; set console-auth-file"},
+		{"console credentials too short", []string{"serve", "--console-auth-file", shortSecret, "--listen", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "console-data")}, 2,
+			"console-auth-file: " + shortSecret + ": line 1 (alice): the secret has 7 characters; use at least 16"},
 		{"bad setting", []string{"serve", "--check-interval", "10x"}, 2,
 			`check-interval: "10x" is not a Go duration such as 100ms (from --check-interval)`},
 		{"misspelt key in the config file", []string{"serve", "--config", typo}, 2,

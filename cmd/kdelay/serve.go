@@ -22,6 +22,7 @@ import (
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/console"
 	"github.com/kdelay/kdelay/forwarder"
 )
 
@@ -66,7 +67,13 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 	cfg.InstanceID = cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID())
 	// What this process runs with, secrets redacted: see config.LogValue.
 	log.Info("starting", "version", version(), "config", cfg)
-	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr}
+	// Read before anything starts: a file the console cannot use stops
+	// serve at once, not once an embedded broker has started.
+	credentials, err := readCredentials(cfg)
+	if err != nil {
+		return usageError{err}
+	}
+	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr, credentials: credentials}
 	setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), log)
 	if !cfg.Embedded() {
 		// The forwarder retries what fails; a wrong password or CA fails
@@ -111,7 +118,8 @@ type server struct {
 	cfg           config.Config
 	log, kafkaLog *slog.Logger
 	stderr        io.Writer
-	txnIDSuffix   string // on the embedded broker: see serve
+	txnIDSuffix   string               // on the embedded broker: see serve
+	credentials   []console.Credential // the console asks for, if any: console-auth-file
 }
 
 // forward runs the forwarder on brokers, and the admin listener beside it,
