@@ -1,10 +1,14 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"maps"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -97,8 +101,8 @@ func TestDeadLetters(t *testing.T) {
 
 	t.Run("the list filters by reason and target", func(t *testing.T) {
 		_, page := f.get("/deadletters?reason=EXIST&target=" + url.QueryEscape(f.target))
-		if !strings.Contains(page, `data-source="`+first+`"`) || strings.Contains(page, `data-source="`+second+`"`) || !strings.Contains(page, "1 of 2 dead letters match") {
-			t.Errorf("the filtered list shows:\n%s\nwant %s only, 1 of 2", page, first)
+		if !strings.Contains(page, `data-source="`+first+`"`) || strings.Contains(page, `data-source="`+second+`"`) || !strings.Contains(page, "2 dead letters in all; 1 match.") {
+			t.Errorf("the filtered list shows:\n%s\nwant %s only, 1 of 2 matching", page, first)
 		}
 	})
 	t.Run("a replay asks first, and writes nothing", func(t *testing.T) {
@@ -122,6 +126,76 @@ func TestDeadLetters(t *testing.T) {
 		got := arrivals.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 1 })
 		if ids := kafkatest.IDs(got); len(got) != 1 || ids[first] != 1 {
 			t.Errorf("the ingress holds %d records with ids %v, want 1 with id %s", len(got), ids, first)
+		}
+	})
+}
+
+// TestDeadLettersNewest: the dead letters page reads the newest only, of
+// every partition, and says how many there are in all.
+func TestDeadLettersNewest(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	// 101 dead letters, a second apart, on both partitions by turns; the
+	// odd ones failed for another reason.
+	var rs []*kgo.Record
+	for i := range defaultListed + 1 {
+		reason := "even: topic does not exist"
+		if i%2 == 1 {
+			reason = "odd: max.message.bytes exceeded"
+		}
+		rs = append(rs, &kgo.Record{Topic: f.topics.DLQ(), Partition: int32(i % 2), Value: []byte("v"),
+			Timestamp: f.now.Add(time.Duration(i-200) * time.Second), Headers: []kgo.RecordHeader{
+				{Key: kdelay.HeaderTarget, Value: []byte(f.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
+				{Key: kdelay.HeaderError, Value: []byte(reason)}, {Key: kdelay.HeaderSource, Value: []byte(fmt.Sprintf("dead-%03d", i))}}})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := f.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+	listed := func(page string) []string {
+		var sources []string
+		for _, m := range regexp.MustCompile(`<tr data-source="([^"]+)">`).FindAllStringSubmatch(page, -1) {
+			sources = append(sources, m[1])
+		}
+		return sources
+	}
+	tests := []struct {
+		name, query string
+		first, last string // of the list, newest first
+		n           int
+		count       string // what the page says
+	}{
+		{"the newest 100 by default", "", "dead-100", "dead-001", 100, "101 dead letters in all; only the newest 100 are read and listed."},
+		{"the newest of both partitions, as many as the limit asks", "?limit=3", "dead-100", "dead-098", 3, "101 dead letters in all; only the newest 3 are read and listed."},
+		{"a filter picks among the newest", "?limit=3&reason=odd", "dead-099", "dead-099", 1, "101 dead letters in all; only the newest 3 are read, and 1 of them match."},
+		{"all, when the limit reaches them", "?limit=200", "dead-100", "dead-000", 101, "101 dead letters in all."},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			code, page := f.get("/deadletters" + tt.query)
+			got := listed(page)
+			if code != http.StatusOK || len(got) != tt.n || got[0] != tt.first || got[len(got)-1] != tt.last {
+				t.Fatalf("GET /deadletters%s: %d, lists %v\nwant %d from %s to %s", tt.query, code, got, tt.n, tt.first, tt.last)
+			}
+			if !slices.IsSortedFunc(got, func(a, b string) int { return strings.Compare(b, a) }) {
+				t.Errorf("GET /deadletters%s lists %v, want the newest first", tt.query, got)
+			}
+			if !strings.Contains(page, tt.count) {
+				t.Errorf("GET /deadletters%s does not say %q:\n%s", tt.query, tt.count, page)
+			}
+		})
+	}
+	t.Run("a link reads more", func(t *testing.T) {
+		if _, page := f.get("/deadletters?limit=3&reason=odd"); !strings.Contains(page, `href="deadletters?reason=odd&amp;target=&amp;limit=30"`) {
+			t.Errorf("the page of the newest 3 has no link to the newest 30, filtered alike:\n%s", page)
+		}
+	})
+	t.Run("a limit that is no count is refused", func(t *testing.T) {
+		for _, l := range []string{"0", "-1", "many", "10001"} {
+			if code, page := f.get("/deadletters?limit=" + l); code != http.StatusBadRequest || !strings.Contains(page, "from 1 to 10000") {
+				t.Errorf("GET /deadletters?limit=%s: %d\n%s\nwant 400 saying the range", l, code, page)
+			}
 		}
 	})
 }

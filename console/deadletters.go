@@ -2,41 +2,69 @@ package console
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"strconv"
 
 	"github.com/kdelay/kdelay/fleet"
 )
 
-// listedAtMost is how many dead letters a listing shows: the rest are
-// counted, and a filter narrows them.
-const listedAtMost = 500
+// The dead letters a listing reads: the newest defaultListed, or as many
+// as its limit asks, up to maxListed. Only those are read; the rest of the
+// topic is counted by its offsets, so a page costs the same however many
+// dead letters wait.
+const (
+	defaultListed = 100
+	maxListed     = 10_000
+)
 
-// deadLettersPage lists the dead letters a filter matches.
+// deadLettersPage lists the newest dead letters, those a filter matches.
 type deadLettersPage struct {
 	Topic          string
 	Reason, Target string
-	Letters        []fleet.DeadLetter
-	Matched, Read  int
+	Limit          int
+	Newest         fleet.Newest
+	Letters        []fleet.DeadLetter // of Newest, those that match
+	Filtered       bool
+	Total          int // Newest.Total, for the page
+	More           int // the limit that reads more, 0 when all are read
 }
 
 func (c *Console) deadLetters(w http.ResponseWriter, r *http.Request) {
 	f := fleet.Filter{Reason: r.FormValue("reason"), Target: r.FormValue("target")}
-	p := deadLettersPage{Topic: c.cfg.Fleet.Config().Topics.DLQ(), Reason: f.Reason, Target: f.Target}
-	err := c.cfg.Fleet.DeadLetters(r.Context(), nil, func(d fleet.DeadLetter) {
-		p.Read++
-		if !f.Match(d) {
-			return
-		}
-		p.Matched++
-		if len(p.Letters) < listedAtMost {
-			p.Letters = append(p.Letters, d)
-		}
-	})
-	if err != nil {
+	p := deadLettersPage{Topic: c.cfg.Fleet.Config().Topics.DLQ(), Reason: f.Reason, Target: f.Target, Filtered: !f.Empty()}
+	var err error
+	if p.Limit, err = limit(r.FormValue("limit")); err != nil {
+		c.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	if p.Newest, err = c.cfg.Fleet.NewestDeadLetters(r.Context(), p.Limit); err != nil {
 		c.fail(w, r, http.StatusBadGateway, err)
 		return
 	}
+	p.Total = int(p.Newest.Total)
+	for _, d := range p.Newest.Letters {
+		if f.Match(d) {
+			p.Letters = append(p.Letters, d)
+		}
+	}
+	if !p.Newest.All && p.Limit < maxListed {
+		p.More = min(p.Limit*10, maxListed)
+	}
 	c.render(w, r, http.StatusOK, "deadletters.html", "deadletters", "Dead letters", p)
+}
+
+// limit is how many dead letters the limit asked reads: defaultListed when
+// none is asked.
+func limit(asked string) (int, error) {
+	if asked == "" {
+		return defaultListed, nil
+	}
+	n, err := strconv.Atoi(asked)
+	if err != nil || n < 1 || n > maxListed {
+		return 0, fmt.Errorf("limit %q is not a number of dead letters from 1 to %d: the page reads the newest that many", asked, maxListed)
+	}
+	return n, nil
 }
 
 // replayPage asks to confirm a replay, or says what it did.

@@ -22,6 +22,7 @@ func funcs(now func() time.Time) template.FuncMap {
 		"owners":   ownersText,
 		"join":     strings.Join,
 		"bytes":    fleet.BytesText,
+		"count":    countText,
 	}
 }
 
@@ -61,6 +62,14 @@ func ownersText(os []fleet.Owner) string {
 		parts = append(parts, o.Name+": "+strings.Join(ps, ","))
 	}
 	return strings.Join(parts, "; ")
+}
+
+// countText is n nouns: "1 dead letter", "2 dead letters".
+func countText(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return itoa(int64(n)) + " " + noun + "s"
 }
 
 func itoa(n int64) string { return strconv.FormatInt(n, 10) }

@@ -54,9 +54,10 @@ func setup(t *testing.T, actions bool, with ...func(*Config)) *fixture {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, topic := range []string{f.topics.Ingress(), f.topics.Level("1m"), f.topics.Level("1h"), f.topics.Control(), f.topics.DLQ(), f.target} {
+	for _, topic := range []string{f.topics.Ingress(), f.topics.Level("1m"), f.topics.Level("1h"), f.topics.Control(), f.target} {
 		cluster.CreateTopic(topic, 1, nil)
 	}
+	cluster.CreateTopic(f.topics.DLQ(), 2, nil) // the newest dead letters are those of every partition
 	f.cl = cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	f.fleet, err = fleet.New(fleet.Config{Brokers: cluster.Brokers, Topics: f.topics, Group: name, Levels: set})
 	if err != nil {

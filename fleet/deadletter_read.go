@@ -1,9 +1,11 @@
 package fleet
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -36,6 +38,61 @@ func (f *Fleet) DeadLetters(ctx context.Context, progress Progress, each func(De
 	if err != nil || total == 0 {
 		return err
 	}
+	return f.readDLQ(ctx, topic, from, to, total, progress, each)
+}
+
+// Newest is the newest dead letters, and how many there are in all.
+type Newest struct {
+	Letters []DeadLetter // newest first, by timestamp
+	// Total is how many records the dead-letter topic holds, counted by
+	// its offsets: a transaction marker counts as one.
+	Total int64
+	// All is whether Letters are every dead letter of the topic.
+	All bool
+}
+
+// NewestDeadLetters reads the newest n dead letters, and counts the rest
+// without reading them. It reads the last n offsets of each partition, so
+// at most n records a partition, and keeps the newest n of those by
+// timestamp: the newest n of the topic, since a partition's timestamps rise
+// with its offsets as kdelay writes them. A transaction marker among the
+// last n offsets of a partition takes a record's place, so a partition of
+// an exactly-once fleet may give a few less.
+func (f *Fleet) NewestDeadLetters(ctx context.Context, n int) (Newest, error) {
+	topic := f.cfg.Topics.DLQ()
+	from, to, total, err := f.dlqBounds(ctx, topic)
+	if err != nil || total == 0 {
+		return Newest{All: true}, err
+	}
+	out := Newest{Total: total, All: true}
+	var read int64
+	for p := range from {
+		if to[p]-from[p] > int64(n) {
+			from[p], out.All = to[p]-int64(n), false
+		}
+		read += to[p] - from[p]
+	}
+	err = f.readDLQ(ctx, topic, from, to, read, nil, func(d DeadLetter) { out.Letters = append(out.Letters, d) })
+	if err != nil {
+		return Newest{}, err
+	}
+	slices.SortFunc(out.Letters, newestFirst)
+	if len(out.Letters) > n {
+		out.Letters, out.All = out.Letters[:n], false
+	}
+	return out, nil
+}
+
+// newestFirst orders dead letters by timestamp, the newest first; those
+// of one millisecond by partition, then offset, the last first.
+func newestFirst(a, b DeadLetter) int {
+	return cmp.Or(b.Record.Timestamp.Compare(a.Record.Timestamp),
+		cmp.Compare(a.Record.Partition, b.Record.Partition), cmp.Compare(b.Record.Offset, a.Record.Offset))
+}
+
+// readDLQ calls each for every record of topic from the offsets from up to
+// to, by partition: total records.
+func (f *Fleet) readDLQ(ctx context.Context, topic string, from, to map[int32]int64, total int64, progress Progress, each func(DeadLetter)) error {
 	offsets := map[int32]kgo.Offset{}
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)

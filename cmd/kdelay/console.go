@@ -32,7 +32,7 @@ elsewhere: it reads Kafka alone, as kdelay status does.
 
   /             the ingress and each level: pending records, oldest due, how late
                 the head is, the owners, and when what is pending moves on
-  /deadletters  the dead letters, filtered by reason or target
+  /deadletters  the newest dead letters (100, or ?limit=), filtered by reason or target
   /find         where the message with a kdelay-id waits, and the command in force
 
 This console is read-only: it replays and commands nothing. kdelay serve's admin
