@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/fleet"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/forwarder/forwardertest"
@@ -162,6 +163,17 @@ func TestBrowser(t *testing.T) {
 			t.Errorf("cancel-me was delivered %d times after the cancel clicked in the browser, want never", n)
 		}
 	})
+	// The forwarder counts keep-me when its acknowledgement is handled,
+	// which may be after the target's consumer read it.
+	b.waitDelivered(1)
+	do("the live page", chromedp.Navigate(b.srv.URL+"/live"), chromedp.WaitVisible(chromedp.CSS(`#live`)))
+	b.screenshot(ctx, "live")
+	t.Run("the live page counts keep-me, the one record delivered", func(t *testing.T) {
+		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('#live td.start-records')].reduce((n, td) => n + Number(td.textContent), 0)`))
+		if err != nil || n != 1 {
+			t.Errorf("the live page says its levels delivered %d records (%v), want 1: keep-me", n, err)
+		}
+	})
 }
 
 // findChromium is the path of a Chromium to drive, "" when there is none.
@@ -187,9 +199,10 @@ func browser(t *testing.T, path string) context.Context {
 }
 
 // browserFixture is a forwarder on kfake and a console with actions on,
-// that asks for browserSecret.
+// that asks for browserSecret and shows the forwarder's metrics.
 type browserFixture struct {
 	*fixture
+	metrics *admin.Metrics
 }
 
 func setupBrowser(t *testing.T) browserFixture {
@@ -203,21 +216,22 @@ func setupBrowser(t *testing.T) browserFixture {
 	}
 	f := &fixture{t: t, cluster: cluster, topics: kdelay.Topics{Prefix: name}, group: name, target: name + ".target", now: time.Now()}
 	cluster.CreateTopic(f.target, 1, nil)
+	metrics := admin.NewMetrics()
 	forwardertest.Serve(t, forwarder.Config{Brokers: cluster.Brokers, Topics: f.topics, Levels: set, Group: name,
-		Partitions: 1, ShutdownTimeout: 2 * time.Second})
+		Partitions: 1, ShutdownTimeout: 2 * time.Second, Observer: metrics})
 	f.cl = cluster.Client()
 	f.fleet, err = fleet.New(fleet.Config{Brokers: cluster.Brokers, Topics: f.topics, Group: name, Levels: set})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(f.fleet.Close)
-	c, err := New(Config{Fleet: f.fleet, Actions: true, Credentials: []Credential{{Name: "operator", Secret: browserSecret}}})
+	c, err := New(Config{Fleet: f.fleet, Actions: true, Credentials: []Credential{{Name: "operator", Secret: browserSecret}}, Live: metrics})
 	if err != nil {
 		t.Fatal(err)
 	}
 	f.srv = httptest.NewServer(c)
 	t.Cleanup(f.srv.Close)
-	return browserFixture{f}
+	return browserFixture{f, metrics}
 }
 
 // send writes a record to the ingress as a producer does: for the target,
@@ -251,6 +265,28 @@ func (b browserFixture) waitPending(level string, n int64) {
 		}
 	}
 	b.t.Fatalf("level %s did not reach %d pending within 30s: %+v", level, n, last)
+}
+
+// waitDelivered waits until the forwarder has counted n deliveries.
+func (b browserFixture) waitDelivered(n uint64) {
+	b.t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	var got uint64
+	for time.Now().Before(deadline) {
+		got = 0
+		for _, d := range b.metrics.Deliveries() {
+			got += d.Records
+		}
+		if got >= n {
+			return
+		}
+		select {
+		case <-time.After(50 * time.Millisecond): // a deadline-bounded poll
+		case <-b.t.Context().Done():
+			return
+		}
+	}
+	b.t.Fatalf("the forwarder counted %d deliveries within 10s, want %d", got, n)
 }
 
 // screenshot saves the page shown as <name>.png in the directory

@@ -9,6 +9,9 @@
 //	c, _ := console.New(console.Config{Fleet: f})
 //	http.Handle("/kdelay/", http.StripPrefix("/kdelay", c))
 //
+// Given Config.Live (the *admin.Metrics of the process's forwarders), a Live
+// page shows how late they deliver, per level.
+//
 // Its pages link to each other relatively, so it works under any prefix that
 // ends in a slash. They are plain HTML forms, built into the binary: they
 // work without JavaScript, and nothing but go build makes them.
@@ -74,6 +77,12 @@ type Config struct {
 	// 256 MiB, and fleet.DefaultFindTime, 30s.
 	FindLimits fleet.FindLimits
 
+	// Live, when set, is what the Live page shows: the deliveries of the
+	// process serving the console, and how late (*admin.Metrics). Default
+	// nil: no Live page, as for a console that runs apart from kdelay's
+	// forwarders.
+	Live Live
+
 	// Logger receives a line per action, with what and from where.
 	// Default: discard.
 	Logger *slog.Logger
@@ -112,6 +121,7 @@ type Console struct {
 	sameSites   *http.CrossOriginProtection
 	secret      []byte // of the CSRF tokens: see token
 	credentials []hashedCredential
+	readings    readings // of Config.Live
 }
 
 // New checks cfg and builds the handler.
@@ -136,6 +146,7 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST /replay", c.action(c.replay))
 	c.mux.HandleFunc("GET /find", c.find)
 	c.mux.HandleFunc("POST /command", c.action(c.command))
+	c.mux.HandleFunc("GET /live", c.live)
 	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	return c, nil
 }
@@ -159,6 +170,7 @@ type page struct {
 	Title   string
 	Nav     string // which link of the navigation is this page
 	Actions bool
+	Live    bool   // whether there is a Live page
 	CSRF    string // the token every action's form carries
 	User    string // signed in as, "" when the console does not ask
 	Now     time.Time
@@ -167,7 +179,7 @@ type page struct {
 
 // page is the page for r.
 func (c *Console) page(r *http.Request, nav, title string, data any) page {
-	p := page{Title: title, Nav: nav, Actions: c.cfg.Actions, User: user(r), Now: c.cfg.NowFunc(), Data: data}
+	p := page{Title: title, Nav: nav, Actions: c.cfg.Actions, Live: c.cfg.Live != nil, User: user(r), Now: c.cfg.NowFunc(), Data: data}
 	if p.Actions {
 		p.CSRF = c.token(p.User)
 	}

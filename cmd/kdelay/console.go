@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/kdelay/kdelay/admin"
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/console"
 	"github.com/kdelay/kdelay/fleet"
@@ -96,16 +97,18 @@ func serveConsole(ctx context.Context, cfg config.Config, addr string, stderr io
 }
 
 // adminConsole is the console serve's admin listener mounts at /, on the
-// fleet this serve is part of, and the fleet, to close once the listener
-// has stopped.
-func (s server) adminConsole(brokers []string) (*fleet.Fleet, *console.Console, error) {
+// fleet this serve is part of, with the deliveries metrics counts, and the
+// fleet, to close once the listener has stopped.
+func (s server) adminConsole(brokers []string, metrics *admin.Metrics) (*fleet.Fleet, *console.Console, error) {
 	fcfg := fleetConfig(s.cfg)
 	fcfg.Brokers = brokers
 	f, err := fleet.New(fcfg)
 	if err != nil {
 		return nil, nil, err
 	}
-	c, err := console.New(s.consoleConfig(f))
+	cfg := s.consoleConfig(f)
+	cfg.Live = metrics
+	c, err := console.New(cfg)
 	if err != nil {
 		f.Close()
 		return nil, nil, err

@@ -68,6 +68,9 @@ func TestConsole(t *testing.T) {
 		if code, page := post(t, admin+"/command", cancel, "Authorization", "Bearer "+secret); code != http.StatusOK || !strings.Contains(page, "Written to ") {
 			t.Errorf("POST /command with the CSRF token: %d\n%s\nwant the cancel written", code, page)
 		}
+		if code, page := get(t, admin+"/live", "Authorization", "Bearer "+secret); code != http.StatusOK || !regexp.MustCompile(`<tr data-level="1h">`).MatchString(page) {
+			t.Errorf("GET /live on the admin listener: %d\n%s\nwant a row for the 1h level of this serve", code, page)
+		}
 		if !eventually(5*time.Second, func() bool {
 			return regexp.MustCompile(`console_command .*id=nothing .*user=alice`).MatchString(s.out.String())
 		}) {

@@ -151,7 +151,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if metrics != nil {
-		fl, console, err := s.adminConsole(brokers)
+		fl, console, err := s.adminConsole(brokers, metrics)
 		if err != nil {
 			return err
 		}
