@@ -177,8 +177,8 @@ type page struct {
 	Data    any
 }
 
-// page is the page for r.
-func (c *Console) page(r *http.Request, nav, title string, data any) page {
+// pageFor is the page for r.
+func (c *Console) pageFor(r *http.Request, nav, title string, data any) page {
 	p := page{Title: title, Nav: nav, Actions: c.cfg.Actions, Live: c.cfg.Live != nil, User: user(r), Now: c.cfg.NowFunc(), Data: data}
 	if p.Actions {
 		p.CSRF = c.token(p.User)
@@ -190,7 +190,7 @@ func (c *Console) page(r *http.Request, nav, title string, data any) page {
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name, nav, title string, data any) {
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if err := c.pages.ExecuteTemplate(w, name, c.page(r, nav, title, data)); err != nil {
+	if err := c.pages.ExecuteTemplate(w, name, c.pageFor(r, nav, title, data)); err != nil {
 		c.cfg.Logger.Warn("console_render_failed", "page", name, "err", err)
 	}
 }

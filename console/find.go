@@ -34,7 +34,7 @@ func (c *Console) find(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	rc := http.NewResponseController(w)
-	pg := c.page(r, "find", "Find "+p.ID, &p)
+	pg := c.pageFor(r, "find", "Find "+p.ID, &p)
 	c.stream(w, rc, "find-top", pg)
 	s, err := c.cfg.Fleet.Find(r.Context(), p.ID, c.cfg.FindLimits, pg.Now, func(s fleet.Search) {
 		p.Progress = s
@@ -100,11 +100,12 @@ func (c *Console) command(w http.ResponseWriter, r *http.Request) {
 		p.Written = kdelay.Source(rec.Topic, rec.Partition, rec.Offset)
 	}
 	// Written or not, an action someone took: the log says who and what.
-	c.cfg.Logger.Info("console_command", "command", p.Name, "id", p.ID, "due", cmd.Due, "written", p.Written, "err", err,
-		"user", user(r), "remote", r.RemoteAddr)
+	attrs := []any{"command", p.Name, "id", p.ID, "due", cmd.Due, "user", user(r), "remote", r.RemoteAddr}
 	if err != nil {
+		c.cfg.Logger.Warn("console_command_failed", append(attrs, "err", err)...)
 		c.fail(w, r, http.StatusBadGateway, fmt.Errorf("%s %s not written: %w", p.Name, p.ID, err))
 		return
 	}
+	c.cfg.Logger.Info("console_command", append(attrs, "written", p.Written)...)
 	c.render(w, r, http.StatusOK, "command.html", "find", p.Name+" written", p)
 }
