@@ -77,8 +77,9 @@ func TestConsole(t *testing.T) {
 			t.Errorf("serve did not log the cancel with who wrote it:\n%s", s.out)
 		}
 	})
-	t.Run("kdelay console serves it read-only", func(t *testing.T) {
-		p := e.command("console", "--brokers", s.brokers, "--topic-prefix", e.prefix, "--group", e.group, "--levels", "1s,1h", "--addr", "127.0.0.1:0")
+	t.Run("kdelay console serves it read-only, to a user with credentials", func(t *testing.T) {
+		p := e.command("console", "--brokers", s.brokers, "--topic-prefix", e.prefix, "--group", e.group, "--levels", "1s,1h", "--addr", "127.0.0.1:0",
+			"--console-auth-file", credentials)
 		out := &output{ready: make(chan string, 1)}
 		p.Stdout, p.Stderr = out, out
 		if err := p.Start(); err != nil {
@@ -96,11 +97,14 @@ func TestConsole(t *testing.T) {
 		if !eventually(20*time.Second, func() bool { addr = consoleLine.FindStringSubmatch(out.String()); return addr != nil }) {
 			t.Fatalf("kdelay console did not say where it listens:\n%s", out)
 		}
-		code, page := get(t, "http://"+addr[1]+"/")
+		if code, _ := get(t, "http://"+addr[1]+"/"); code != http.StatusUnauthorized {
+			t.Errorf("GET / on kdelay console without credentials: %d, want 401", code)
+		}
+		code, page := get(t, "http://"+addr[1]+"/", "Authorization", "Bearer "+secret)
 		if code != http.StatusOK || !pendingIn1h.MatchString(page) || !strings.Contains(page, "read-only") {
 			t.Errorf("GET / on kdelay console: %d\n%s\nwant the 1h level with 1 pending, read-only", code, page)
 		}
-		code, page = post(t, "http://"+addr[1]+"/replay", url.Values{"all": {"1"}, "confirm": {"yes"}})
+		code, page = post(t, "http://"+addr[1]+"/replay", url.Values{"all": {"1"}, "confirm": {"yes"}}, "Authorization", "Bearer "+secret)
 		if code != http.StatusForbidden || !strings.Contains(page, "console-actions") {
 			t.Errorf("POST /replay on kdelay console: %d\n%s\nwant 403 saying it is read-only and what acts", code, page)
 		}
