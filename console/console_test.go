@@ -200,6 +200,41 @@ func TestDeadLettersNewest(t *testing.T) {
 	})
 }
 
+// TestDeadLettersTransactional: in an exactly-once fleet kdelay writes dead
+// letters in transactions, so a partition of the DLQ ends with a marker no
+// record stands for, and holds the dead letters of aborted transactions,
+// which were never written as far as a reader is concerned.
+func TestDeadLettersTransactional(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	cl := f.cluster.Client(kgo.TransactionalID(kafkatest.Name(t)), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	for _, source := range []string{"committed", "aborted"} {
+		if err := cl.BeginTransaction(); err != nil {
+			t.Fatal(err)
+		}
+		r := &kgo.Record{Topic: f.topics.DLQ(), Value: []byte("v"), Timestamp: f.now, Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(f.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
+			{Key: kdelay.HeaderError, Value: []byte("topic does not exist")}, {Key: kdelay.HeaderSource, Value: []byte(source)}}}
+		if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatal(err)
+		}
+		if err := cl.EndTransaction(ctx, kgo.TransactionEndTry(source == "committed")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	start := time.Now()
+	code, page := f.get("/deadletters")
+	took := time.Since(start)
+	if code != http.StatusOK || took > 5*time.Second {
+		t.Fatalf("GET /deadletters: %d after %s\n%s\nwant the page at once: a partition that ends with a marker has ended", code, took, page)
+	}
+	if !strings.Contains(page, `data-source="committed"`) || strings.Contains(page, `data-source="aborted"`) {
+		t.Errorf("the page lists:\n%s\nwant the committed dead letter, not the aborted one", page)
+	}
+}
+
 func TestReadOnly(t *testing.T) {
 	t.Parallel()
 	const help = "Start it with console-actions: true."

@@ -18,9 +18,9 @@ const (
 	progressEvery = 2 * time.Second
 
 	// idleTimeout stops a read of the DLQ that gets no record for this long
-	// though it has not reached the end offsets it set out to: the last
-	// offsets of a partition can hold no record a consumer sees (a
-	// transaction marker), and a read must end.
+	// though it has not reached the end offsets it set out to: a
+	// transaction left open holds back what follows it from a
+	// read-committed reader, and a read must end.
 	idleTimeout = 10 * time.Second
 )
 
@@ -55,9 +55,10 @@ type Newest struct {
 // without reading them. It reads the last n offsets of each partition, so
 // at most n records a partition, and keeps the newest n of those by
 // timestamp: the newest n of the topic, since a partition's timestamps rise
-// with its offsets as kdelay writes them. A transaction marker among the
-// last n offsets of a partition takes a record's place, so a partition of
-// an exactly-once fleet may give a few less.
+// with its offsets as kdelay writes them. A transaction marker, or the dead
+// letter of an aborted transaction, among the last n offsets of a partition
+// takes a record's place, so a partition of an exactly-once fleet may give
+// a few less.
 func (f *Fleet) NewestDeadLetters(ctx context.Context, n int) (Newest, error) {
 	topic := f.cfg.Topics.DLQ()
 	from, to, total, err := f.dlqBounds(ctx, topic)
@@ -97,7 +98,12 @@ func (f *Fleet) readDLQ(ctx context.Context, topic string, from, to map[int32]in
 	for p, at := range from {
 		offsets[p] = kgo.NewOffset().At(at)
 	}
-	cl, err := f.cfg.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}))
+	// Read committed: in exactly-once delivery kdelay dead-letters in its
+	// transactions, and the dead letter of one aborted was never written,
+	// so it is neither listed nor replayed. With the transaction markers
+	// kept, so that a partition that ends with one is seen to end.
+	cl, err := f.cfg.client(kgo.ConsumePartitions(map[string]map[int32]kgo.Offset{topic: offsets}),
+		kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords())
 	if err != nil {
 		return err
 	}
@@ -122,7 +128,9 @@ func (f *Fleet) readDLQ(ctx context.Context, topic string, from, to map[int32]in
 				return
 			}
 			read++
-			each(ReadDeadLetter(r))
+			if !r.Attrs.IsControl() {
+				each(ReadDeadLetter(r))
+			}
 			if r.Offset >= to[r.Partition]-1 {
 				delete(from, r.Partition)
 				cl.PauseFetchPartitions(map[string][]int32{topic: {r.Partition}})
