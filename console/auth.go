@@ -50,7 +50,7 @@ func ReadCredentials(path string) ([]Credential, error) {
 
 func parseCredentials(b []byte) ([]Credential, error) {
 	var cs []Credential
-	names, secrets := map[string]bool{}, map[string]bool{}
+	seen := credentialsSeen{names: map[string]bool{}, secrets: map[string]bool{}}
 	lines := bufio.NewScanner(bytes.NewReader(b))
 	for n := 1; lines.Scan(); n++ {
 		line := strings.TrimSpace(lines.Text())
@@ -58,18 +58,14 @@ func parseCredentials(b []byte) ([]Credential, error) {
 			continue
 		}
 		name, secret, ok := strings.Cut(line, ":")
-		switch {
-		case !ok || name == "":
+		if !ok {
 			return nil, fmt.Errorf("line %d is not name:secret", n) // not repeated: it may be a secret
-		case len(secret) < minSecret:
-			return nil, fmt.Errorf("line %d (%s): the secret has %d characters; use at least %d, e.g. the output of openssl rand -base64 24", n, name, len(secret), minSecret)
-		case names[name]:
-			return nil, fmt.Errorf("line %d: %s is named twice; one line per user", n, name)
-		case secrets[secret]:
-			return nil, fmt.Errorf("line %d (%s): the secret is another line's too; give each user a secret of their own, so that a bearer token names one", n, name)
 		}
-		names[name], secrets[secret] = true, true
-		cs = append(cs, Credential{Name: name, Secret: secret})
+		cr := Credential{Name: name, Secret: secret}
+		if err := seen.check(cr); err != nil {
+			return nil, fmt.Errorf("line %d %w", n, err)
+		}
+		cs = append(cs, cr)
 	}
 	if err := lines.Err(); err != nil {
 		return nil, err
@@ -78,6 +74,29 @@ func parseCredentials(b []byte) ([]Credential, error) {
 		return nil, errors.New("no credentials: write a line per user, name:secret")
 	}
 	return cs, nil
+}
+
+// credentialsSeen are the names and secrets of the credentials checked so
+// far.
+type credentialsSeen struct {
+	names, secrets map[string]bool
+}
+
+// check says what is wrong with cr, if anything, beside those seen: a
+// secret a person could guess, or a name or secret another has.
+func (seen credentialsSeen) check(cr Credential) error {
+	switch {
+	case cr.Name == "":
+		return errors.New("has no name: write name:secret")
+	case len(cr.Secret) < minSecret:
+		return fmt.Errorf("(%s): the secret has %d characters; use at least %d, e.g. the output of openssl rand -base64 24", cr.Name, len(cr.Secret), minSecret)
+	case seen.names[cr.Name]:
+		return fmt.Errorf("(%s): the name is another's too; one per user", cr.Name)
+	case seen.secrets[cr.Secret]:
+		return fmt.Errorf("(%s): the secret is another's too; give each user a secret of their own, so that a bearer token names one", cr.Name)
+	}
+	seen.names[cr.Name], seen.secrets[cr.Secret] = true, true
+	return nil
 }
 
 // authenticate is the name of the user r's Authorization header proves, or

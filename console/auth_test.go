@@ -25,10 +25,10 @@ func TestReadCredentials(t *testing.T) {
 			[]Credential{{"alice", alice}, {"bob", bob}}, ""},
 		{"a secret may hold a colon", "alice:" + alice + ":x\n", []Credential{{"alice", alice + ":x"}}, ""},
 		{"no colon", "alice " + alice + "\n", nil, "line 1 is not name:secret"},
-		{"no name", ":" + alice + "\n", nil, "line 1 is not name:secret"},
+		{"no name", ":" + alice + "\n", nil, "line 1 has no name"},
 		{"a short secret", "alice:hunter2\n", nil, "line 1 (alice): the secret has 7 characters; use at least 16"},
-		{"a name twice", "alice:" + alice + "\nalice:" + bob + "\n", nil, "line 2: alice is named twice"},
-		{"a secret twice", "alice:" + alice + "\nbob:" + alice + "\n", nil, "line 2 (bob): the secret is another line's too"},
+		{"a name twice", "alice:" + alice + "\nalice:" + bob + "\n", nil, "line 2 (alice): the name is another's too"},
+		{"a secret twice", "alice:" + alice + "\nbob:" + alice + "\n", nil, "line 2 (bob): the secret is another's too"},
 		{"nothing", "# nobody yet\n", nil, "no credentials"},
 	}
 	for _, tt := range tests {
@@ -63,6 +63,24 @@ func equalCredentials(a, b []Credential) bool {
 		}
 	}
 	return true
+}
+
+func TestCredentialsChecked(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	tests := []struct {
+		name string
+		cs   []Credential
+		want string
+	}{
+		{"an empty secret, which an empty bearer token would match", []Credential{{"alice", ""}}, "Credentials[0] (alice): the secret has 0 characters"},
+		{"a secret twice", []Credential{{"alice", "Jx8kq2Vb0pXw7sLr4NcT1yZe"}, {"bob", "Jx8kq2Vb0pXw7sLr4NcT1yZe"}}, "Credentials[1] (bob): the secret is another's too"},
+	}
+	for _, tt := range tests {
+		if _, err := New(Config{Fleet: f.fleet, Credentials: tt.cs}); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("New with %s: %v, want an error saying %q", tt.name, err, tt.want)
+		}
+	}
 }
 
 // logs is a slog handler's output, safe to read while requests write it.

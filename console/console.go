@@ -33,6 +33,7 @@ import (
 	"crypto/rand"
 	"embed"
 	"errors"
+	"fmt"
 	"html/template"
 	"io/fs"
 	"log/slog"
@@ -108,6 +109,12 @@ func (c Config) WithDefaults() Config {
 func (c Config) validate() error {
 	if c.Fleet == nil {
 		return errors.New("console: no Fleet; make one with fleet.New and pass it")
+	}
+	seen := credentialsSeen{names: map[string]bool{}, secrets: map[string]bool{}}
+	for i, cr := range c.Credentials {
+		if err := seen.check(cr); err != nil {
+			return fmt.Errorf("console: Credentials[%d] %w", i, err)
+		}
 	}
 	return nil
 }
