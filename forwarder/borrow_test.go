@@ -168,13 +168,13 @@ func TestPressedLead(t *testing.T) {
 	pool := &bufferPool{limit: 100}
 	w := &worker{cfg: &cfg, buf: buffer{limit: 50, bytes: 80, pool: pool}}
 	quiet := &worker{cfg: &cfg, buf: buffer{limit: 50, bytes: 10, pool: pool}}
-	long, short := 5100*time.Millisecond, time.Second
+	long, short := 5100*time.Millisecond, pressedLead
 	if got := w.resumeLead(); got != long {
 		t.Errorf("a borrower with the pool free: lead %s, want FetchMaxWait plus CheckInterval %s", got, long)
 	}
 	pool.lent.Store(51)
 	if got := w.resumeLead(); got != short {
-		t.Errorf("a borrower with more than half the pool lent: lead %s, want the smallest level %s", got, short)
+		t.Errorf("a borrower with more than half the pool lent: lead %s, want %s", got, short)
 	}
 	if got := quiet.resumeLead(); got != long {
 		t.Errorf("a forwarder within its reserve with the pool pressed: lead %s, want %s", got, long)

@@ -180,8 +180,8 @@ type Config struct {
 	// retried) fits in its reserve, and gives back as the broker
 	// acknowledges them; the last quarter is never filled, headroom for
 	// Go's garbage collector. While more than half the pool is lent, a
-	// paused partition of a forwarder that borrows resumes the smallest
-	// level, not FetchMaxWait, before its last buffered record is due, so
+	// paused partition of a forwarder that borrows resumes 250ms, not
+	// FetchMaxWait, before its last buffered record is due, so
 	// memory goes to the records due soonest. A forwarder that may hold no
 	// more stops fetching until half its reserve is free again, or the pool
 	// has room for one of its fetches, and may exceed what it was allowed

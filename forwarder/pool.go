@@ -31,7 +31,7 @@ import "sync/atomic"
 // pool is never tied up for a level's length, and records due later wait in
 // Kafka, not in memory another forwarder's due records need. Once more than
 // half the pool is lent (pressed), forwarders that borrow fetch ahead only
-// what is due within the smallest level rather than FetchMaxWait
+// what is due within pressedLead rather than FetchMaxWait
 // (worker.resumeLead): memory goes to the records due soonest.
 //
 // The bound stays what Config.MaxBufferedBytes says, and more than kept:
@@ -86,8 +86,7 @@ func (p *bufferPool) drained(fetch int64) bool { return p != nil && p.lent.Load(
 func (p *bufferPool) refill(fetch int64) int64 { return max(p.limit-max(fetch, 1), p.limit/2) }
 
 // pressed reports whether more than half the pool is lent: forwarders that
-// borrow then fetch ahead only what is due within the smallest level
-// (resumeLead).
+// borrow then fetch ahead only what is due within pressedLead (resumeLead).
 func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.limit/2 }
 
 // toDrain is how many bytes must be given back before drained(fetch).

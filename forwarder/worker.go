@@ -411,21 +411,30 @@ func (w *worker) pauseOrResume(p *partition, now time.Time) {
 // resumeLead is how long before its last buffered record is due a paused
 // partition resumes: the fetch already in flight may last FetchMaxWait, and
 // a poll-mode cycle may come CheckInterval late. While the pool is pressed
-// (pool.go) and this worker borrows from it, it is the smallest level:
-// memory then goes to the records due soonest, not to those of every busy
-// level fetched FetchMaxWait ahead (at 10,000 records/s with delays up to a
-// minute, 70 MB of records held with a budget large enough to hold them). A
-// borrower's partitions are written to, so a fetch in flight ends at the
-// first record. A worker within its reserve keeps the whole lead: a quiet
-// level's fetch in flight may wait FetchMaxWait for a record, and its own
-// records cost the pool nothing.
+// (pool.go) and this worker borrows from it, it is pressedLead: memory then
+// goes to the records due soonest, not to those of every busy level fetched
+// FetchMaxWait ahead (at 10,000 records/s with delays up to a minute, 70 MB
+// of records held with a budget large enough to hold them), nor to a whole
+// level of 1s fetched as soon as it is written. A borrower's partitions are
+// written to, so a fetch in flight ends at the first record. A worker
+// within its reserve keeps the whole lead: a quiet level's fetch in flight
+// may wait FetchMaxWait for a record, and its own records cost the pool
+// nothing.
 func (w *worker) resumeLead() time.Duration {
 	lead := w.cfg.FetchMaxWait + w.cfg.CheckInterval
 	if w.buf.bytes > w.buf.limit && w.buf.pool.pressed() {
-		return min(lead, w.cfg.Levels.Smallest().Delay)
+		return min(lead, w.cfg.Levels.Smallest().Delay, pressedLead)
 	}
 	return lead
 }
+
+// pressedLead is how far ahead of its records a borrower fetches while the
+// pool is pressed: a round trip to a broker and a cycle of the loop on a
+// loaded machine, with room to spare. The smallest level (1s), which it was
+// until 2026-11-28, let the level of 1s hold everything written to it, and
+// at 20,000 records/s the pool ran out: p99 lateness 2.4-3.2 s on Apache
+// Kafka, 0.63-0.65 s with this (docs/BENCHMARKS.md, "Sustained rate").
+const pressedLead = 250 * time.Millisecond
 
 // earliest returns the earlier of two times, where the zero time means none.
 func earliest(a, b time.Time) time.Time {
