@@ -88,6 +88,27 @@ func (f ScheduleFields) Headers() []Header {
 	return hs
 }
 
+// Fields are the headers that give s again: ParseSchedule of them, with
+// s.Start as the record's timestamp, returns s. kdelay copies a schedule
+// record with them when it compacts the schedules topic itself
+// (schedule.Config.Compact).
+func (s Schedule) Fields() ScheduleFields {
+	f := ScheduleFields{Spec: s.Spec, Target: s.Target}
+	if s.Zone != nil && s.Zone != time.UTC {
+		f.TimeZone = s.Zone.String()
+	}
+	if !s.Until.IsZero() {
+		f.Until = s.Until.UTC().Format(time.RFC3339Nano)
+	}
+	if s.Count > 0 {
+		f.Count = strconv.FormatInt(s.Count, 10)
+	}
+	if s.Missed != MissedLatest {
+		f.Missed = s.Missed
+	}
+	return f
+}
+
 // scheduleHeaders are the headers ParseSchedule reads, in one place; the
 // indexes below name their places.
 var scheduleHeaders = [...]string{HeaderSchedule, HeaderTimeZone, HeaderTarget, HeaderUntil, HeaderCount, HeaderMissed}

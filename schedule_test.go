@@ -135,6 +135,22 @@ func TestParseSchedule(t *testing.T) {
 			t.Errorf("ParseSchedule(%v) = %+v, %v", f.Headers(), s, err)
 		}
 	})
+	t.Run("a schedule's fields give it again", func(t *testing.T) {
+		t.Parallel()
+		for _, kv := range [][]string{
+			{"kdelay-schedule", "0 0 8 * * *", "kdelay-time-zone", "Europe/Berlin", "kdelay-target", "reports",
+				"kdelay-until", "2026-12-31T00:00:00.123456789Z", "kdelay-count", "3", "kdelay-missed", "skip"},
+			{"kdelay-schedule", "@every 90s", "kdelay-target", "reports"},
+		} {
+			want := parseSchedule(t, ts, kv...)
+			f := want.Fields()
+			got, _, err := kdelay.ParseSchedule(ts, []byte("s"), f.Headers(), kdelay.Rules{})
+			if err != nil || got.Spec != want.Spec || got.Zone.String() != want.Zone.String() || got.Target != want.Target ||
+				!got.Until.Equal(want.Until) || got.Count != want.Count || got.Missed != want.Missed || !got.Next(ts).Equal(want.Next(ts)) {
+				t.Errorf("from %v: fields %+v parse to %+v, %v; want %+v", kv, f, got, err, want)
+			}
+		}
+	})
 	t.Run("an occurrence's id names the schedule and the time in UTC", func(t *testing.T) {
 		t.Parallel()
 		berlin, _ := time.LoadLocation("Europe/Berlin")
