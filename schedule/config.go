@@ -104,6 +104,12 @@ type Config struct {
 	// is the broker's default. Default DefaultReplicationFactor, -1.
 	ReplicationFactor int16
 
+	// Compact makes the scheduler compact the schedules topic itself, for a
+	// broker that does not: kdelay's embedded one (see compact.go). It
+	// needs DeleteRecords on the topic. Default false: the brokers compact
+	// it, as its cleanup.policy=compact says.
+	Compact bool
+
 	// ClientOpts are added to every Kafka client: TLS, SASL, a dialer, a
 	// logger.
 	ClientOpts []kgo.Opt

@@ -18,13 +18,15 @@ type batch struct {
 	parts       map[int32]bool // the partitions progress is written to
 	occurrences int
 	cancels     int
+	snapshots   int             // progress records that are snapshots (compact.go)
+	cuts        map[int32]int64 // where to trim partitions once b is written
 }
 
 // due returns what is due at now: the cancels of changed schedules, and
 // the occurrences due within Lookahead, at most max of them. It takes them
 // as written: if writing fails, the partitions are loaded again.
 func (s *state) due(now time.Time, max int) batch {
-	b := batch{parts: map[int32]bool{}}
+	b := batch{parts: map[int32]bool{}, cuts: map[int32]int64{}}
 	for e := range s.changed {
 		s.handleChange(e, now, &b)
 	}

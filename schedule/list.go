@@ -2,6 +2,7 @@ package schedule
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"strings"
@@ -38,21 +39,27 @@ func ListOpts(topics kdelay.Topics) []kgo.Opt {
 // ListOpts, and returns the schedules in force, sorted by id.
 func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, error) {
 	topic := rules.Topics.Schedules()
-	ends, err := kadm.NewClient(cl).ListCommittedOffsets(ctx, topic)
+	adm := kadm.NewClient(cl)
+	// A partition trimmed to its end (compact.go) starts where it ends, and
+	// has nothing to read.
+	starts, err := adm.ListStartOffsets(ctx, topic)
 	if err == nil {
+		err = starts.Error()
+	}
+	ends, err2 := adm.ListCommittedOffsets(ctx, topic)
+	if err = errors.Join(err, err2); err == nil {
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read where %s ends: %w", topic, err)
+		return nil, fmt.Errorf("read where %s starts and ends: %w", topic, err)
 	}
 	left := map[int32]int64{}
 	ends.Each(func(o kadm.ListedOffset) {
-		if o.Offset > 0 {
+		if start, _ := starts.Lookup(o.Topic, o.Partition); o.Offset > start.Offset {
 			left[o.Partition] = o.Offset
 		}
 	})
-	byID := map[string]*Listed{}
-	written := map[string]time.Time{}
+	l := listing{byID: map[string]*Listed{}, version: map[string]int64{}, written: map[string]time.Time{}}
 	for len(left) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -65,29 +72,55 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
-			listRecord(r, rules, byID, written)
+			l.add(r, rules)
 		})
 	}
 	var out []Listed
-	for id, l := range byID {
-		l.Written = written[id]
-		out = append(out, *l)
+	for id, listed := range l.byID {
+		listed.Written = l.written[id]
+		out = append(out, *listed)
 	}
 	slices.SortFunc(out, func(a, b Listed) int { return strings.Compare(a.ID, b.ID) })
 	return out, nil
 }
 
-func listRecord(r *kgo.Record, rules kdelay.Rules, byID map[string]*Listed, written map[string]time.Time) {
+// listing is what List has read so far.
+type listing struct {
+	byID    map[string]*Listed
+	version map[string]int64 // the offset of each id's record in force, a schedule or its tombstone
+	written map[string]time.Time
+}
+
+// add takes one record, as the scheduler does (state.apply): a snapshot's
+// copy of a schedule record counts as that record, if it is newer than the
+// one read.
+func (l *listing) add(r *kgo.Record, rules kdelay.Rules) {
 	switch {
 	case r.Attrs.IsControl() || len(r.Key) == 0:
 	case r.Key[0] == 0:
-		if p, ok := parseProgress(r); ok && p.written.After(written[string(r.Key[1:])]) {
-			written[string(r.Key[1:])] = p.written
+		p, ok := parseProgress(r)
+		if !ok {
+			return
 		}
-	case r.Value == nil:
-		delete(byID, string(r.Key))
+		id := string(r.Key[1:])
+		if p.written.After(l.written[id]) {
+			l.written[id] = p.written
+		}
+		if v, read := l.version[id]; p.inForce >= 0 && (!read || p.inForce > v) {
+			l.schedule(kept(r, p), rules)
+		}
 	default:
-		s, _, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, rules)
-		byID[string(r.Key)] = &Listed{ID: string(r.Key), Schedule: s, Err: err, Value: r.Value, Partition: r.Partition, Offset: r.Offset}
+		l.schedule(r, rules)
 	}
+}
+
+func (l *listing) schedule(r *kgo.Record, rules kdelay.Rules) {
+	id := string(r.Key)
+	l.version[id] = r.Offset
+	if r.Value == nil {
+		delete(l.byID, id)
+		return
+	}
+	s, _, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, rules)
+	l.byID[id] = &Listed{ID: id, Schedule: s, Err: err, Value: r.Value, Partition: r.Partition, Offset: r.Offset}
 }

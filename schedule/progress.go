@@ -1,6 +1,7 @@
 package schedule
 
 import (
+	"slices"
 	"strconv"
 	"time"
 
@@ -23,12 +24,22 @@ const (
 	headerWritten = "kdelay-progress-written" // RFC 3339 in UTC, to the nanosecond
 	headerVersion = "kdelay-progress-version" // offset of the schedule record Count is for
 	headerCount   = "kdelay-progress-count"   // occurrences that record wrote
+
+	// A snapshot (compact.go) also keeps the schedule record in force, so
+	// that the records before it can go: one of these, last.
+	headerSchedule = "kdelay-progress-schedule" // its offset; this record's value, timestamp and other headers are its
+	headerDeleted  = "kdelay-progress-deleted"  // the offset of the tombstone in force, or of a record kdelay refused
 )
 
 type progress struct {
 	written time.Time // the latest occurrence written, by any version
 	version int64     // the offset of the schedule record (or tombstone) count is for
 	count   int64
+
+	// inForce is the offset of the schedule record a snapshot keeps
+	// (headerSchedule or headerDeleted); -1 when the record is none.
+	inForce int64
+	deleted bool // the record in force is a tombstone, or refused
 }
 
 // progressKey is the key of schedule id's progress.
@@ -47,10 +58,14 @@ func progressRecord(topic string, partition int32, id string, p progress) *kgo.R
 }
 
 // parseProgress reads a progress record; ok is false when it is not one
-// kdelay wrote.
+// kdelay wrote. Its own headers are the last ones: those before them are a
+// snapshot's copy of the schedule record in force, which may name a header
+// of the user's like one of kdelay's.
 func parseProgress(r *kgo.Record) (p progress, ok bool) {
+	_, own := splitHeaders(r.Headers)
+	p.inForce = -1
 	var seen int
-	for _, h := range r.Headers {
+	for _, h := range own {
 		var err error
 		switch h.Key {
 		case headerWritten:
@@ -61,10 +76,37 @@ func parseProgress(r *kgo.Record) (p progress, ok bool) {
 		case headerCount:
 			p.count, err = strconv.ParseInt(string(h.Value), 10, 64)
 			seen++
+		case headerSchedule, headerDeleted:
+			p.inForce, err = strconv.ParseInt(string(h.Value), 10, 64)
+			p.deleted = h.Key == headerDeleted
 		}
 		if err != nil {
 			return progress{}, false
 		}
 	}
 	return p, seen == 2
+}
+
+// splitHeaders parts a progress record's headers into those of the
+// schedule record a snapshot copied, and kdelay's own, which come last.
+func splitHeaders(hs []kgo.RecordHeader) (copied, own []kgo.RecordHeader) {
+	i := len(hs)
+	for i > 0 && slices.Contains(progressHeaders, hs[i-1].Key) {
+		i--
+	}
+	return hs[:i], hs[i:]
+}
+
+var progressHeaders = []string{headerWritten, headerVersion, headerCount, headerSchedule, headerDeleted}
+
+// kept is the schedule record in force that snapshot r keeps, as it was
+// read from the offset p.inForce: a tombstone when it was deleted or
+// refused. p is r's progress, with p.inForce set.
+func kept(r *kgo.Record, p progress) *kgo.Record {
+	k := &kgo.Record{Topic: r.Topic, Partition: r.Partition, Offset: p.inForce, Key: r.Key[1:], Timestamp: r.Timestamp}
+	if !p.deleted {
+		k.Headers, _ = splitHeaders(r.Headers)
+		k.Value = r.Value
+	}
+	return k
 }

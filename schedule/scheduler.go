@@ -239,7 +239,7 @@ func (s *Scheduler) loadEnds(ctx context.Context) error {
 		if end.Offset <= start.Offset {
 			end.Offset = 0 // empty: loaded now
 		}
-		s.st.setEnd(id, end.Offset, now)
+		s.st.setEnd(id, start.Offset, end.Offset, now)
 	}
 	return nil
 }

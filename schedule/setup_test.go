@@ -5,6 +5,7 @@ import (
 	"context"
 	"log/slog"
 	"os"
+	"strconv"
 	"testing"
 	"testing/synctest"
 	"time"
@@ -49,7 +50,10 @@ func inBubble(t *testing.T, exactlyOnce bool, fn func(b *bubble)) {
 	}
 	synctest.Test(t, func(t *testing.T) {
 		var network kfake.VirtualNetwork
-		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(network.Listen))
+		// kfake's cleaner off, as on kdelay's embedded broker: it would
+		// compact the schedules topic each hour of the bubble's clock.
+		cluster, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(9092), kfake.ListenFn(network.Listen),
+			kfake.BrokerConfigs(map[string]string{"log.cleaner.backoff.ms": strconv.FormatInt((100 * 365 * 24 * time.Hour).Milliseconds(), 10)}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,11 @@ type part struct {
 	end     int64 // where loading ends; -1 until known
 	next    int64 // the offset after the last record read
 	loaded  bool
+
+	// base is where the records counted for compacting begin: the
+	// partition's start, or where a compaction cut it (compact.go).
+	base       int64
+	compaction *compaction // nil unless one is under way
 }
 
 // entry is one schedule id.
@@ -110,10 +115,10 @@ func (s *state) loading() []int32 {
 	return ids
 }
 
-// setEnd sets where loading partition id ends.
-func (s *state) setEnd(id int32, end int64, now time.Time) {
+// setEnd sets where loading partition id starts and ends.
+func (s *state) setEnd(id int32, start, end int64, now time.Time) {
 	if p, ok := s.parts[id]; ok && p.end < 0 {
-		p.end = end
+		p.base, p.end = start, end
 		s.checkLoaded(p, now)
 	}
 }
@@ -142,7 +147,7 @@ func (s *state) apply(r *kgo.Record, now time.Time) {
 	}
 	if len(r.Key) > 0 && r.Key[0] == 0 {
 		if pr, ok := parseProgress(r); ok {
-			s.applyProgress(s.entry(p, string(r.Key[1:])), pr)
+			s.applySnapshot(p, s.entry(p, string(r.Key[1:])), r, pr, now)
 		}
 		return
 	}
@@ -165,6 +170,21 @@ func (s *state) entry(p *part, id string) *entry {
 		p.entries[id] = e
 	}
 	return e
+}
+
+// applySnapshot takes a progress record of e, and the schedule record in
+// force that it keeps if it is a snapshot (compact.go) and that record is
+// newer than the one e has: the record it copied may be gone, and a newer
+// one written since wins over the copy, as it would over the original.
+func (s *state) applySnapshot(p *part, e *entry, r *kgo.Record, pr progress, now time.Time) {
+	newer := pr.inForce > e.version
+	if newer {
+		s.applySchedule(e, kept(r, pr))
+	}
+	s.applyProgress(e, pr)
+	if newer && p.loaded {
+		s.refresh(e, now)
+	}
 }
 
 // applySchedule takes a schedule record, or its tombstone, for e.

@@ -80,31 +80,38 @@ func (s *Scheduler) connect() error {
 const txnTimeout = 15 * time.Second
 
 // step writes what is due now: at most Batch occurrences, with the cancels
-// and progress that go with them.
+// and progress that go with them, and compacts (compact.go).
 func (s *Scheduler) step(ctx context.Context) error {
 	if err := s.loadEnds(ctx); err != nil {
 		return err
 	}
 	s.mu.Lock()
 	b := s.st.due(s.cfg.NowFunc(), s.cfg.Batch)
+	s.st.compact(s.cfg.Batch, &b)
 	ends := map[int32]int64{}
 	for p := range b.parts {
 		ends[p] = s.st.parts[p].next
 	}
 	s.mu.Unlock()
 	if len(b.records)+len(b.progress) == 0 {
+		s.trim(ctx, b.cuts) // a partition with no schedule left
 		return nil
 	}
+	var written bool
 	var err error
 	if s.txn != nil {
-		err = s.writeTxn(ctx, b, ends)
+		written, err = s.writeTxn(ctx, b, ends)
 	} else {
-		err = s.write(ctx, b)
+		written = s.write(ctx, b)
 	}
 	if err != nil || ctx.Err() != nil {
 		return err
 	}
-	s.cfg.Logger.Info("occurrences_written", "occurrences", b.occurrences, "cancels", b.cancels, "schedules", len(b.progress))
+	if written {
+		s.trim(ctx, b.cuts)
+		s.cfg.Logger.Info("occurrences_written", "occurrences", b.occurrences, "cancels", b.cancels, "schedules", len(b.progress)-b.snapshots,
+			"snapshots", b.snapshots)
+	}
 	return nil
 }
 
@@ -112,7 +119,8 @@ func (s *Scheduler) step(ctx context.Context) error {
 // acknowledged the occurrences and cancels it counts, so that a crash
 // between the two writes them again, with the same ids, rather than skip
 // them. A failure loads the partitions again: what they hold is the truth.
-func (s *Scheduler) write(ctx context.Context, b batch) error {
+// It reports whether all of b was written.
+func (s *Scheduler) write(ctx context.Context, b batch) bool {
 	for i, rs := range [][]*kgo.Record{b.records, b.progress} {
 		if i == 1 && s.cfg.beforeProgress != nil {
 			s.cfg.beforeProgress()
@@ -124,10 +132,10 @@ func (s *Scheduler) write(ctx context.Context, b batch) error {
 			s.mu.Lock()
 			s.reload(slices.Collect(maps.Keys(b.parts)))
 			s.mu.Unlock()
-			return nil
+			return false
 		}
 	}
-	return nil
+	return true
 }
 
 // writeTxn writes b in one transaction, with an offset commit for each
@@ -136,8 +144,8 @@ func (s *Scheduler) write(ctx context.Context, b batch) error {
 // lost the partition (KIP-447), and a process taking the partition over
 // waits for an open one to end before it reads. A transaction that did
 // not commit wrote nothing a read_committed reader sees: the partitions
-// are loaded again.
-func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64) error {
+// are loaded again. It reports whether the transaction committed.
+func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64) (bool, error) {
 	for _, r := range b.records {
 		s.cl.Produce(ctx, r, nil) // End flushes, and aborts if one failed
 	}
@@ -155,7 +163,7 @@ func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64)
 	committed, err := s.txn.End(commit, kgo.TryCommit)
 	if !committed {
 		if ferr := s.fenced(err); ferr != nil {
-			return ferr
+			return false, ferr
 		}
 		if ctx.Err() == nil {
 			s.cfg.Logger.Warn("schedules_transaction_aborted", "err", err)
@@ -166,13 +174,13 @@ func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64)
 		// reads committed records only). The reload comes after: ending
 		// resets the client's offsets.
 		if err := s.abortOpen(ctx); err != nil {
-			return err
+			return false, err
 		}
 		s.mu.Lock()
 		s.reload(s.owned())
 		s.mu.Unlock()
 	}
-	return s.begin(ctx)
+	return committed, s.begin(ctx)
 }
 
 // begin begins the next transaction, unless stopping.

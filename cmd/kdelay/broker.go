@@ -45,9 +45,10 @@ const segmentBytes = 1 << 20
 
 // noCleaner is the embedded broker's log.cleaner.backoff.ms: kfake's own
 // cleaner never runs, since it applies retention its own way too (see
-// retention). So nothing is compacted: kdelay.control (compact,delete)
-// keeps every command for its retention.ms, and a topic that only compacts
-// keeps every record.
+// retention). So the broker compacts nothing: kdelay.control
+// (compact,delete) keeps every command for its retention.ms, a topic that
+// only compacts keeps every record, and kdelay's scheduler compacts
+// kdelay.schedules itself (schedule.Config.Compact).
 const noCleaner = 100 * 365 * 24 * time.Hour
 
 // startBroker starts the embedded single-node Kafka broker kdelay uses when

@@ -47,3 +47,18 @@ func TestScheduleCreateErrors(t *testing.T) {
 		}
 	})
 }
+
+// TestSchedulerCompacts: serve's scheduler compacts the schedules topic on
+// the embedded broker, which does not (schedule.Config.Compact), and leaves
+// it to the brokers otherwise.
+func TestSchedulerCompacts(t *testing.T) {
+	t.Parallel()
+	embedded := server{cfg: embeddedConfig(t)}
+	if !embedded.schedulerConfig([]string{"127.0.0.1:9092"}).Compact {
+		t.Error("on the embedded broker the scheduler does not compact the schedules topic; want it to")
+	}
+	withBrokers := server{cfg: embeddedConfig(t, "KDELAY_BROKERS=127.0.0.1:9092")}
+	if withBrokers.schedulerConfig([]string{"127.0.0.1:9092"}).Compact {
+		t.Error("with brokers the scheduler compacts the schedules topic; want the brokers to")
+	}
+}

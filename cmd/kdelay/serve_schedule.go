@@ -15,8 +15,13 @@ import (
 // occurrences of recurring schedules into the ingress, in the same delivery
 // (at-least-once or exactly-once) and group as the forwarder.
 func (s server) scheduler(brokers []string) (*schedule.Scheduler, error) {
+	return schedule.New(s.schedulerConfig(brokers))
+}
+
+// schedulerConfig is the scheduler's configuration from serve's.
+func (s server) schedulerConfig(brokers []string) schedule.Config {
 	cfg := s.cfg
-	return schedule.New(schedule.Config{
+	return schedule.Config{
 		Brokers:     brokers,
 		Topics:      kdelay.Topics{Prefix: cfg.TopicPrefix},
 		Group:       cfg.Group,
@@ -30,7 +35,10 @@ func (s server) scheduler(brokers []string) (*schedule.Scheduler, error) {
 		ShutdownTimeout:       cfg.ShutdownTimeout,
 		Partitions:            cfg.Partitions,
 		ReplicationFactor:     cfg.ReplicationFactor,
-		ClientOpts:            append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
-		Logger:                s.log,
-	})
+		// The embedded broker runs without kfake's cleaner (broker.go): the
+		// scheduler compacts the schedules topic itself.
+		Compact:    cfg.Embedded(),
+		ClientOpts: append(cfg.ClientOpts(), kgo.WithLogger(kslog.New(s.kafkaLog))),
+		Logger:     s.log,
+	}
 }
