@@ -98,6 +98,18 @@ func instant(w time.Time, loc *time.Location) time.Time {
 	return at
 }
 
+// After returns the schedule's first occurrence after now, counted from its
+// start as kdelay counts them (an @every's are its interval apart from the
+// first, not from now), or the zero time when there is none. Count is not
+// applied here.
+func (s Schedule) After(now time.Time) time.Time {
+	first := s.Next(s.Start)
+	if first.IsZero() || first.After(now) {
+		return first
+	}
+	return s.Next(s.Last(first, now.Add(time.Nanosecond)))
+}
+
 // Last returns the schedule's latest occurrence before before, from from
 // on; from must be an occurrence, and before after it. kdelay asks it for
 // the latest of the occurrences missed while no kdelay could write them

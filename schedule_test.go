@@ -220,6 +220,34 @@ func TestScheduleLast(t *testing.T) {
 	}
 }
 
+// TestScheduleAfter checks the first occurrence after a time, counted
+// from the schedule's start.
+func TestScheduleAfter(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name, spec, now, want string
+	}{
+		{"@every keeps its phase from the start", "@every 90s", "2026-01-10T00:05:00Z", "2026-01-10T00:06:10Z"},
+		{"@every before its first", "@every 90s", "2026-01-10T00:00:11Z", "2026-01-10T00:01:40Z"},
+		{"@every exactly on one: the next", "@every 90s", "2026-01-10T00:01:40Z", "2026-01-10T00:03:10Z"},
+		{"cron", "0 30 2 * * *", "2026-01-12T03:00:00Z", "2026-01-13T02:30:00Z"},
+		{"past until: none", "@daily", "2026-02-01T00:00:00Z", ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			s := parseSchedule(t, at(t, "2026-01-10T00:00:10Z"), "kdelay-target", "t", "kdelay-schedule", tt.spec, "kdelay-until", "2026-01-20T00:00:00Z")
+			var want time.Time
+			if tt.want != "" {
+				want = at(t, tt.want)
+			}
+			if got := s.After(at(t, tt.now)); !got.Equal(want) {
+				t.Errorf("After(%s) = %s, want %s", tt.now, got.UTC().Format(time.RFC3339), tt.want)
+			}
+		})
+	}
+}
+
 func TestScheduleHas(t *testing.T) {
 	t.Parallel()
 	tests := []struct {

@@ -17,6 +17,7 @@ type batch struct {
 	progress    []*kgo.Record
 	parts       map[int32]bool // the partitions progress is written to
 	occurrences int
+	late        int // of occurrences, those written after their time
 	cancels     int
 	snapshots   int             // progress records that are snapshots (compact.go)
 	cuts        map[int32]int64 // where to trim partitions once b is written
@@ -60,6 +61,9 @@ func (s *state) writeDue(e *entry, now time.Time, max int, b *batch) {
 	for ; !n.IsZero() && !n.Add(-s.cfg.Lookahead).After(now) && b.occurrences < max && !s.finished(e); n = e.sched.Next(n) {
 		b.records = append(b.records, s.occurrence(e, n, now))
 		b.occurrences++
+		if n.Before(now) {
+			b.late++
+		}
 		e.done.written = n
 		if e.done.version != e.version {
 			e.done.version, e.done.count = e.version, 0
@@ -75,7 +79,7 @@ func (s *state) writeDue(e *entry, now time.Time, max int, b *batch) {
 
 // finished reports whether e wrote all the occurrences its count allows.
 func (s *state) finished(e *entry) bool {
-	return e.sched.Count > 0 && e.done.version == e.version && e.done.count >= e.sched.Count
+	return e.sched.Count > 0 && e.wrote() >= e.sched.Count
 }
 
 func (s *state) requeue(e *entry) {

@@ -21,8 +21,36 @@ type Listed struct {
 	Err       error           // why kdelay refuses the record
 	Value     []byte
 	Written   time.Time // the latest occurrence written into the ingress; zero for none
+	Count     int64     // the occurrences this version of the schedule wrote
 	Partition int32
-	Offset    int64
+	Offset    int64 // of the schedule record: its version
+}
+
+// Next is the schedule's first occurrence after now that is or will be
+// written into the ingress; zero when there is none: refused, past its
+// until, or its count reached.
+func (l Listed) Next(now time.Time) time.Time {
+	if l.Err != nil {
+		return time.Time{} // refused: never in force
+	}
+	n := l.Schedule.After(now)
+	if l.Schedule.Count > 0 && l.Count >= l.Schedule.Count && n.After(l.Written) {
+		return time.Time{}
+	}
+	return n
+}
+
+// Overdue reports whether the next occurrence kdelay is to write was due
+// before now: it is written a minute ahead (Config.Lookahead), so no kdelay
+// owns the schedule's partition, or the one that does is behind. A
+// schedule whose missed occurrences are skipped stays overdue from its
+// first one missed until kdelay writes its next.
+func (l Listed) Overdue(now time.Time) bool {
+	if l.Err != nil {
+		return false
+	}
+	n := nextToWrite(l.Schedule, l.Written, l.Count)
+	return !n.IsZero() && n.Before(now)
 }
 
 // ListOpts are the options of the client List reads with.
@@ -59,7 +87,7 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 			left[o.Partition] = o.Offset
 		}
 	})
-	l := listing{byID: map[string]*Listed{}, version: map[string]int64{}, written: map[string]time.Time{}}
+	l := listing{byID: map[string]*Listed{}, version: map[string]int64{}, done: map[string]progress{}}
 	for len(left) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -77,7 +105,11 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 	}
 	var out []Listed
 	for id, listed := range l.byID {
-		listed.Written = l.written[id]
+		done := l.done[id]
+		listed.Written = done.written
+		if done.version == listed.Offset {
+			listed.Count = done.count
+		}
 		out = append(out, *listed)
 	}
 	slices.SortFunc(out, func(a, b Listed) int { return strings.Compare(a.ID, b.ID) })
@@ -87,8 +119,8 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 // listing is what List has read so far.
 type listing struct {
 	byID    map[string]*Listed
-	version map[string]int64 // the offset of each id's record in force, a schedule or its tombstone
-	written map[string]time.Time
+	version map[string]int64    // the offset of each id's record in force, a schedule or its tombstone
+	done    map[string]progress // each id's, merged as the scheduler merges it
 }
 
 // add takes one record, as the scheduler does (state.apply): a snapshot's
@@ -103,9 +135,11 @@ func (l *listing) add(r *kgo.Record, rules kdelay.Rules) {
 			return
 		}
 		id := string(r.Key[1:])
-		if p.written.After(l.written[id]) {
-			l.written[id] = p.written
+		done, ok := l.done[id]
+		if !ok {
+			done.version = -1
 		}
+		l.done[id] = p.merge(done)
 		if v, read := l.version[id]; p.inForce >= 0 && (!read || p.inForce > v) {
 			l.schedule(kept(r, p), rules)
 		}

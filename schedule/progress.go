@@ -42,6 +42,22 @@ type progress struct {
 	deleted bool // the record in force is a tombstone, or refused
 }
 
+// merge is what done and p say together: the latest occurrence written by
+// either, and the count of the newer version. A snapshot's record in force
+// is not merged: done is what applying it found.
+func (p progress) merge(done progress) progress {
+	if p.written.After(done.written) {
+		done.written = p.written
+	}
+	switch {
+	case p.version > done.version:
+		done.version, done.count = p.version, p.count
+	case p.version == done.version:
+		done.count = max(done.count, p.count)
+	}
+	return done
+}
+
 // progressKey is the key of schedule id's progress.
 func progressKey(id string) []byte { return append([]byte{0}, id...) }
 

@@ -36,6 +36,8 @@ type Scheduler struct {
 	cl       *kgo.Client
 	txn      *kgo.GroupTransactSession // nil in at-least-once
 	assigned chan struct{}             // closed at the first assignment, for tests
+
+	occurrences, late int64 // written, for Stats; guarded by mu
 }
 
 // New checks cfg and returns a Scheduler; nothing connects until Run.

@@ -19,6 +19,7 @@ type state struct {
 	queue   queue              // entries with an occurrence to write, soonest first
 	changed map[*entry]bool    // entries replaced or deleted with occurrences written and not yet due
 	place   func([]byte) int32 // the partition a producer puts a key in; nil: any
+	inForce int                // entries live, in every partition
 }
 
 // part is one partition of the schedules topic, loaded once every record
@@ -99,6 +100,9 @@ func (s *state) revoke(ids []int32) {
 		for _, e := range p.entries {
 			s.unqueue(e)
 			delete(s.changed, e)
+			if e.live {
+				s.inForce--
+			}
 		}
 		delete(s.parts, id)
 	}
@@ -193,6 +197,9 @@ func (s *state) applySchedule(e *entry, r *kgo.Record) {
 		prev := e.sched
 		e.prev = &prev
 	}
+	if e.live {
+		s.inForce--
+	}
 	e.version, e.live, e.value, e.headers = r.Offset, false, nil, nil
 	if r.Value == nil {
 		return // deleted
@@ -210,6 +217,7 @@ func (s *state) applySchedule(e *entry, r *kgo.Record) {
 		return
 	}
 	e.sched, e.live, e.value, e.headers = sched, true, r.Value, user
+	s.inForce++
 }
 
 // applyProgress takes a progress record of e. Progress only moves forward:
@@ -218,15 +226,7 @@ func (s *state) applySchedule(e *entry, r *kgo.Record) {
 // nothing. Versions are offsets of one partition, so the larger is the
 // newer.
 func (s *state) applyProgress(e *entry, pr progress) {
-	if pr.written.After(e.done.written) {
-		e.done.written = pr.written
-	}
-	switch {
-	case pr.version > e.done.version:
-		e.done.version, e.done.count = pr.version, pr.count
-	case pr.version == e.done.version:
-		e.done.count = max(e.done.count, pr.count)
-	}
+	e.done = pr.merge(e.done)
 	if e.done.version == e.version {
 		e.prev = nil // the change was handled
 	}
@@ -241,12 +241,29 @@ func (s *state) refresh(e *entry, now time.Time) {
 		delete(s.changed, e)
 	}
 	e.next = time.Time{}
-	if e.live && (e.sched.Count == 0 || e.done.version != e.version || e.done.count < e.sched.Count) {
-		// Never at or before the latest occurrence written, whichever
-		// version wrote it: its id is taken.
-		e.next = e.sched.Next(later(e.done.written, e.sched.Start))
+	if e.live {
+		e.next = nextToWrite(e.sched, e.done.written, e.wrote())
 	}
 	s.requeue(e)
+}
+
+// wrote is how many occurrences e's record in force wrote.
+func (e *entry) wrote() int64 {
+	if e.done.version != e.version {
+		return 0
+	}
+	return e.done.count
+}
+
+// nextToWrite is the first occurrence of sched a scheduler has yet to
+// write, given the latest occurrence written, by any version of the
+// schedule, and count, how many the version in force wrote; zero when
+// there is none. Never at or before the latest written: its id is taken.
+func nextToWrite(sched kdelay.Schedule, written time.Time, count int64) time.Time {
+	if sched.Count > 0 && count >= sched.Count {
+		return time.Time{}
+	}
+	return sched.Next(later(written, sched.Start))
 }
 
 func (s *state) unqueue(e *entry) {

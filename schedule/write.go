@@ -108,9 +108,13 @@ func (s *Scheduler) step(ctx context.Context) error {
 		return err
 	}
 	if written {
+		s.mu.Lock()
+		s.occurrences += int64(b.occurrences)
+		s.late += int64(b.late)
+		s.mu.Unlock()
 		s.trim(ctx, b.cuts)
-		s.cfg.Logger.Info("occurrences_written", "occurrences", b.occurrences, "cancels", b.cancels, "schedules", len(b.progress)-b.snapshots,
-			"snapshots", b.snapshots)
+		s.cfg.Logger.Info("occurrences_written", "occurrences", b.occurrences, "late", b.late, "cancels", b.cancels,
+			"schedules", len(b.progress)-b.snapshots, "snapshots", b.snapshots)
 	}
 	return nil
 }

@@ -137,21 +137,10 @@ func writeSchedule(ctx context.Context, cfg config.Config, r *kgo.Record) error 
 // printNext prints the schedule's next n occurrences after now, in its zone.
 func printNext(out io.Writer, s kdelay.Schedule, now time.Time, n int) {
 	fmt.Fprintf(out, "next occurrences (%s):", s.Zone)
-	for at := nextAfter(s, now); !at.IsZero() && n > 0; at, n = s.Next(at), n-1 {
+	for at := s.After(now); !at.IsZero() && n > 0; at, n = s.Next(at), n-1 {
 		fmt.Fprintf(out, " %s", at.In(s.Zone).Format(time.RFC3339))
 	}
 	fmt.Fprintln(out)
-}
-
-// nextAfter is the schedule's first occurrence after now, counted from its
-// start as kdelay counts them: @every's are its interval apart from the
-// first, not from now.
-func nextAfter(s kdelay.Schedule, now time.Time) time.Time {
-	first := s.Next(s.Start)
-	if first.IsZero() || first.After(now) {
-		return first
-	}
-	return s.Next(s.Last(first, now.Add(time.Nanosecond)))
 }
 
 func newScheduleDelete() *cobra.Command {

@@ -37,7 +37,7 @@ func newScheduleList() *cobra.Command {
 					continue
 				}
 				s := l.Schedule
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, s.Spec, s.Zone, s.Target, when(nextAfter(s, now)), when(l.Written))
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", l.ID, s.Spec, s.Zone, s.Target, when(l.Next(now)), when(l.Written))
 			}
 			return tw.Flush()
 		},

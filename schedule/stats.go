@@ -1,0 +1,39 @@
+package schedule
+
+import "time"
+
+// Stats are what a Scheduler holds and has written, for metrics. They
+// count this process's share of the schedules: a fleet's are the sum over
+// its processes.
+type Stats struct {
+	// Schedules are the schedules in force in the partitions this process
+	// owns.
+	Schedules int
+
+	// Next is the earliest occurrence of those this process has yet to
+	// write into the ingress: those due within Lookahead are written
+	// already. Zero when there is none.
+	Next time.Time
+
+	// Occurrences are the occurrences this process wrote into the ingress
+	// (acknowledged; committed, in exactly-once), each then delivered at
+	// its time by the forwarder. Since the process started.
+	Occurrences int64
+
+	// Late are those of Occurrences written after their time, so
+	// delivered late: missed while no kdelay could write them (see
+	// kdelay.HeaderMissed), or written by a scheduler behind.
+	Late int64
+}
+
+// Stats returns what s holds and has written now. It may be called
+// concurrently with Run.
+func (s *Scheduler) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	st := Stats{Schedules: s.st.inForce, Occurrences: s.occurrences, Late: s.late}
+	if len(s.st.queue) > 0 {
+		st.Next = s.st.queue[0].next
+	}
+	return st
+}
