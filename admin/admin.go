@@ -34,6 +34,7 @@ import (
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // DefaultAddr is where the admin listener listens by default: loopback, so
@@ -59,6 +60,11 @@ type Forwarder interface {
 	Commands() forwarder.CommandStats
 }
 
+// Scheduler is what the listener reads of a *schedule.Scheduler.
+type Scheduler interface {
+	Stats() schedule.Stats
+}
+
 // Config configures a Server.
 type Config struct {
 	// Addr is the host:port to listen on; port 0 picks a free one (see
@@ -67,6 +73,11 @@ type Config struct {
 
 	// Forwarder is the forwarder to report on. Required.
 	Forwarder Forwarder
+
+	// Scheduler, when set, is the scheduler of recurring schedules running
+	// beside the forwarder: its figures are metrics too (kdelay_schedules,
+	// kdelay_schedule_*). Default none.
+	Scheduler Scheduler
 
 	// Metrics is the Observer given to the forwarder's Config; New adds
 	// the gauges it reads to its registry, so one Metrics serves one

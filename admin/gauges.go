@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // The metrics read at each scrape: from the forwarder's memory, and from
@@ -34,6 +36,18 @@ var (
 	stuckDesc = prometheus.NewDesc(Namespace+"_stuck",
 		"1 while this kdelay's forwarder of the level is stuck: it holds a record past its due time and has handed nothing on for stuck-after (at least once: no produce acknowledged; exactly once: no transaction committed); 0 otherwise. reason says why: produce (its produces fail), transaction (its transactions abort), no_progress (nothing fails and nothing moves); empty when 0.",
 		[]string{"level", "reason"}, nil)
+	schedulesDesc = prometheus.NewDesc(Namespace+"_schedules",
+		"Recurring schedules in force in the partitions of the schedules topic this kdelay owns. Every kdelay reports its own share: aggregate with sum.",
+		nil, nil)
+	scheduleNextDesc = prometheus.NewDesc(Namespace+"_schedule_next_occurrence_timestamp_seconds",
+		"The time (unix seconds) of the earliest occurrence of those schedules this kdelay has yet to write into the ingress: it writes each a minute ahead, so those due sooner are written already. Absent when there is none. Aggregate with min.",
+		nil, nil)
+	scheduleOccurrencesDesc = prometheus.NewDesc(Namespace+"_schedule_occurrences_total",
+		"Occurrences of recurring schedules this kdelay wrote into the ingress (acknowledged; committed, exactly once), each delivered to its target at its time by the forwarder, which counts it in kdelay_delivered_total too.",
+		nil, nil)
+	scheduleLateDesc = prometheus.NewDesc(Namespace+"_schedule_occurrences_late_total",
+		"Of kdelay_schedule_occurrences_total, those written after their time, and so delivered late: missed while no kdelay could write them (kdelay-missed: latest delivers the latest once), or written by a scheduler behind.",
+		nil, nil)
 	readyDesc = prometheus.NewDesc(Namespace+"_ready",
 		"1 when /readyz would answer 200: started, every level assigned and none stuck, a broker answers; 0 otherwise.",
 		nil, nil)
@@ -45,6 +59,11 @@ type gauges struct{ s *Server }
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, stuckDesc, commandsLiveDesc, commandsDesc, readyDesc} {
 		ch <- d
+	}
+	if g.s.cfg.Scheduler != nil {
+		for _, d := range []*prometheus.Desc{schedulesDesc, scheduleNextDesc, scheduleOccurrencesDesc, scheduleLateDesc} {
+			ch <- d
+		}
 	}
 }
 
@@ -72,6 +91,9 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 	for result, n := range map[string]int64{"read": cs.Read, "invalid": cs.Invalid, "matched": cs.Matched, "unmatched": cs.Unmatched} {
 		ch <- prometheus.MustNewConstMetric(commandsDesc, prometheus.CounterValue, float64(n), result)
 	}
+	if s.cfg.Scheduler != nil {
+		collectSchedules(ch, s.cfg.Scheduler.Stats())
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), scrapeTimeout)
 	defer cancel()
 	pending, err := s.pending(ctx, levels)
@@ -92,4 +114,14 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		ready = 1
 	}
 	ch <- prometheus.MustNewConstMetric(readyDesc, prometheus.GaugeValue, ready)
+}
+
+// collectSchedules sends the scheduler's figures.
+func collectSchedules(ch chan<- prometheus.Metric, st schedule.Stats) {
+	ch <- prometheus.MustNewConstMetric(schedulesDesc, prometheus.GaugeValue, float64(st.Schedules))
+	if !st.Next.IsZero() {
+		ch <- prometheus.MustNewConstMetric(scheduleNextDesc, prometheus.GaugeValue, float64(st.Next.UnixMilli())/1e3)
+	}
+	ch <- prometheus.MustNewConstMetric(scheduleOccurrencesDesc, prometheus.CounterValue, float64(st.Occurrences))
+	ch <- prometheus.MustNewConstMetric(scheduleLateDesc, prometheus.CounterValue, float64(st.Late))
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/kafkatest"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/schedule"
 )
 
 func TestMain(m *testing.M) {
@@ -33,6 +34,7 @@ type fixture struct {
 	fwd     *forwarder.Forwarder
 	fcfg    forwarder.Config
 	srv     *Server
+	sched   *schedule.Scheduler // nil unless setupScheduled
 	target  string
 	cl      *kgo.Client
 	gone    atomic.Bool // the test closed the broker: Run may fail
@@ -41,7 +43,13 @@ type fixture struct {
 func setup(t *testing.T) *fixture { return setupWith(t, nil) }
 
 // setupWith is setup with the forwarder's configuration changed by tweak.
-func setupWith(t *testing.T, tweak func(*forwarder.Config)) *fixture {
+func setupWith(t *testing.T, tweak func(*forwarder.Config)) *fixture { return build(t, tweak, false) }
+
+// setupScheduled is setup with a scheduler of recurring schedules beside the
+// forwarder, not running yet, which the Server reports on.
+func setupScheduled(t *testing.T) *fixture { return build(t, nil, true) }
+
+func build(t *testing.T, tweak func(*forwarder.Config), scheduled bool) *fixture {
 	t.Helper()
 	cluster := kafkatest.New(t)
 	name := kafkatest.Name(t)
@@ -62,11 +70,21 @@ func setupWith(t *testing.T, tweak func(*forwarder.Config)) *fixture {
 	if err != nil {
 		t.Fatalf("forwarder.New: %v", err)
 	}
-	srv, err := New(Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers})
+	cfg := Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers}
+	var sched *schedule.Scheduler
+	if scheduled {
+		sched, err = schedule.New(schedule.Config{Brokers: cluster.Brokers, Topics: fcfg.Topics, Group: name, InstanceID: name,
+			Partitions: 2, ShutdownTimeout: 2 * time.Second})
+		if err != nil {
+			t.Fatalf("schedule.New: %v", err)
+		}
+		cfg.Scheduler = sched
+	}
+	srv, err := New(cfg)
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
-	fx := &fixture{t: t, cluster: cluster, fwd: f, fcfg: fcfg, srv: srv, target: name + ".target",
+	fx := &fixture{t: t, cluster: cluster, fwd: f, fcfg: fcfg, srv: srv, sched: sched, target: name + ".target",
 		cl: cluster.Client(kgo.ProducerLinger(0))}
 	cluster.CreateTopic(fx.target, 3, nil)
 	return fx

@@ -156,7 +156,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 			return err
 		}
 		defer fl.Close() // after g.Wait: the listener has stopped
-		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Metrics: metrics, Brokers: brokers,
+		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Scheduler: sched, Metrics: metrics, Brokers: brokers,
 			ClientOpts: adminOpts, Console: console, Logger: s.log})
 		if err != nil {
 			return adminFailed(err, s.cfg.Admin)
