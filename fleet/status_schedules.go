@@ -1,0 +1,79 @@
+package fleet
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/kdelay/kdelay/schedule"
+)
+
+// ScheduleStatus is what `kdelay status` shows of the recurring schedules,
+// read from the schedules topic to its end, as `kdelay schedule list`
+// reads it.
+type ScheduleStatus struct {
+	Topic     string `json:"topic"`
+	Group     string `json:"group"`     // the schedulers' consumer group
+	Schedules int    `json:"schedules"` // in force
+	Refused   int    `json:"refused"`   // records kdelay refuses: kdelay schedule list says why
+	// Next is the earliest occurrence to come, of any schedule, and NextID
+	// the schedule's id; absent when there is none.
+	Next   *time.Time `json:"next_occurrence,omitempty"`
+	NextID string     `json:"next_id,omitempty"`
+	// Overdue are the schedules whose next occurrence to write was due
+	// before now (schedule.Listed.Overdue): no kdelay owns their
+	// partition, or the one that does is behind.
+	Overdue int    `json:"overdue"`
+	Members int    `json:"members"`
+	State   string `json:"state"`             // the group's: Stable, Empty, ... or "none"
+	Problem string `json:"problem,omitempty"` // why a figure is missing
+}
+
+// Schedules reads the recurring schedules from Kafka. A topic or group it
+// cannot read is said in Problem, not returned as an error: the levels'
+// status stands without it.
+func (f *Fleet) Schedules(ctx context.Context, now time.Time) ScheduleStatus {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	st := ScheduleStatus{Topic: f.cfg.Topics.Schedules(), Group: schedule.Group(f.cfg.Group)}
+	groups, err := f.adm.DescribeGroups(ctx, st.Group)
+	if err == nil {
+		g, ok := groups[st.Group]
+		st.Members = len(g.Members)
+		st.State, err = groupState(g, ok)
+	}
+	if err != nil {
+		st.Problem = fmt.Sprintf("describe group %s: %v", st.Group, err)
+		return st
+	}
+	listed, err := f.adm.ListTopics(ctx, st.Topic)
+	if err == nil && !listed.Has(st.Topic) {
+		st.Problem = fmt.Sprintf("topic %s does not exist: kdelay serve creates it once it is ready", st.Topic)
+		return st
+	}
+	cl, err := f.cfg.client(schedule.ListOpts(f.cfg.Topics)...)
+	if err != nil {
+		st.Problem = err.Error()
+		return st
+	}
+	defer cl.Close()
+	ls, err := schedule.List(ctx, cl, f.cfg.Rules())
+	if err != nil {
+		st.Problem = fmt.Sprintf("read %s: %v", st.Topic, err)
+		return st
+	}
+	for _, l := range ls {
+		if l.Err != nil {
+			st.Refused++
+			continue
+		}
+		st.Schedules++
+		if l.Overdue(now) {
+			st.Overdue++
+		}
+		if next := l.Next(now); !next.IsZero() && (st.Next == nil || next.Before(*st.Next)) {
+			st.Next, st.NextID = &next, l.ID
+		}
+	}
+	return st
+}
