@@ -41,3 +41,21 @@ func ExampleFleet_Find() {
 	}
 	fmt.Println("complete:", s.Complete, s.Stopped)
 }
+
+// Read the recurring schedules of a fleet: how many, the next occurrence,
+// and how many are overdue.
+func ExampleFleet_Schedules() {
+	f, err := fleet.New(fleet.Config{Brokers: []string{"localhost:9092"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer f.Close()
+	s := f.Schedules(context.Background(), time.Now())
+	if s.Problem != "" {
+		log.Fatal(s.Problem)
+	}
+	fmt.Println(s.Schedules, "in force; overdue:", s.Overdue)
+	if s.Next != nil {
+		fmt.Println("next:", s.NextID, s.Next)
+	}
+}
