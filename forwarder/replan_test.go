@@ -35,8 +35,8 @@ func TestReplanning(t *testing.T) {
 		arrivals := b.collect(3, time.Minute)
 		now := time.Now()
 		due := map[string]time.Time{
-			// Released from 5s a second late (kdelay was down): 1.5s are
-			// left from now, so it goes to 1s, then is held 0.5s.
+			// Released from 5s a second late (kdelay was down): 2.5s are
+			// left of its plan, so it goes to 2s, then is held 0.5s.
 			"late-hop": now.Add(1500 * time.Millisecond),
 			// Written by a clock an hour ahead: its head claims to be due in
 			// an hour and 5s, more than the level's 5s, so it is due now.
@@ -68,8 +68,8 @@ func TestReplanning(t *testing.T) {
 // planned, seconds before it was written, waits behind the hops written
 // ahead of it, stamped since: late again at every hop while the level is
 // busy. Here a level of 1s takes a record every 100ms while one comes out
-// of 5s a second late, with 2.5s left: it must still arrive at its due
-// time, and the traffic at theirs.
+// of 5s 1.5s late (an outage), with 2.5s left: it must still arrive at its
+// due time, and the traffic at theirs.
 func TestLateReleaseKeepsLevelOrder(t *testing.T) {
 	t.Parallel()
 	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
@@ -84,7 +84,7 @@ func TestLateReleaseKeepsLevelOrder(t *testing.T) {
 			if i == 10 { // a second into the traffic, the late release
 				now := time.Now()
 				due["late"] = now.Add(2500 * time.Millisecond)
-				b.produce(levelRecord(b.cfg, "5s", b.target, "late", now.Add(-6*time.Second), due["late"]))
+				b.produce(levelRecord(b.cfg, "5s", b.target, "late", now.Add(-6500*time.Millisecond), due["late"]))
 			}
 			now := time.Now()
 			id := strconv.Itoa(i)

@@ -51,9 +51,12 @@ func (w *worker) route(e *entry, base, now time.Time) {
 // is stamped: the one stamped base and written later sits behind hops
 // stamped up to now, and the level releases it only after them, as late
 // as its release was, hop after hop. Stamped now and planned from now
-// instead, it may take a shorter level, one hop more, but is never late for
-// the lateness it came with.
-const maxHopAge = 20 * time.Millisecond
+// instead, it is never late for the lateness it came with, but a delay that
+// is a sum of levels (3h: 2h, then 1h) then takes shorter ones, five hops
+// instead of one: so only a release later than any the machine's jitter
+// makes, as after an outage, is planned from now; a few milliseconds, or
+// a hundred on a loaded machine, stay planned from base.
+const maxHopAge = time.Second
 
 // hopBase is what a record released at base is planned from: base itself,
 // which never lets a release a little late push the record into a shorter
