@@ -88,6 +88,7 @@ type Config struct {
 	DeliveryTimeout   time.Duration // delivery-timeout
 	Delivery          string        // delivery: "at-least-once" or "exactly-once"
 	CommitInterval    time.Duration // commit-interval
+	CommitLinger      time.Duration // commit-linger
 	StuckAfter        time.Duration // stuck-after
 	SessionTimeout    time.Duration // session-timeout
 	InstanceID        string        // instance-id; "" for the host name

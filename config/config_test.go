@@ -66,6 +66,7 @@ func TestDefaults(t *testing.T) {
 		DeliveryTimeout:   5 * time.Minute,
 		Delivery:          "at-least-once",
 		CommitInterval:    time.Second,
+		CommitLinger:      10 * time.Millisecond,
 		StuckAfter:        time.Minute,
 		SessionTimeout:    10 * time.Second,
 		ShutdownTimeout:   10 * time.Second,

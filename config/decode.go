@@ -44,6 +44,7 @@ func (l *loader) decode() (Config, error) {
 		DeliveryTimeout:   d.duration("delivery-timeout"),
 		Delivery:          d.oneOf("delivery", string(forwarder.AtLeastOnce), string(forwarder.ExactlyOnce)),
 		CommitInterval:    d.duration("commit-interval"),
+		CommitLinger:      d.duration("commit-linger"),
 		StuckAfter:        d.duration("stuck-after"),
 		SessionTimeout:    d.duration("session-timeout"),
 		InstanceID:        d.text("instance-id"),

@@ -58,6 +58,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"delivery-timeout", c.DeliveryTimeout, fw.DeliveryTimeout, "forwarder"},
 		{"delivery", forwarder.Delivery(c.Delivery), fw.Delivery, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
+		{"commit-linger", c.CommitLinger, fw.CommitLinger, "forwarder"},
 		{"stuck-after", c.StuckAfter, fw.StuckAfter, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},

@@ -79,6 +79,8 @@ func (c Config) text(name string) string {
 		return c.Delivery
 	case "commit-interval":
 		return d(c.CommitInterval)
+	case "commit-linger":
+		return d(c.CommitLinger)
 	case "stuck-after":
 		return d(c.StuckAfter)
 	case "session-timeout":

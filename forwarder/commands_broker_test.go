@@ -105,7 +105,7 @@ func commandsOnBroker(t *testing.T, d Delivery) {
 
 // TestRunNowInOpenTransaction runs a command for a record that sits in a
 // level in a transaction not yet committed: exactly-once commits every
-// CommitInterval, here 5 s, so a scan that stopped at the last stable offset
+// CommitInterval and CommitLinger, here 5 s, so a scan that stopped at the last stable offset
 // missed it and the record came at its old time, 20 s later.
 func TestRunNowInOpenTransaction(t *testing.T) {
 	t.Parallel()
@@ -113,6 +113,7 @@ func TestRunNowInOpenTransaction(t *testing.T) {
 	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	fx.cfg.Delivery = ExactlyOnce
 	fx.cfg.CommitInterval = 5 * time.Second
+	fx.cfg.CommitLinger = 5 * time.Second
 	fx.cfg.InstanceID = kafkatest.Name(t)
 	fx.start(fx.cfg)
 

@@ -38,11 +38,12 @@ const (
 	AtLeastOnce Delivery = "at-least-once"
 
 	// ExactlyOnce produces records and commits the offsets they came from in
-	// one Kafka transaction per CommitInterval, so a consumer reading with
+	// Kafka transactions, so a consumer reading with
 	// isolation.level=read_committed sees each record once, across crashes
 	// and broker restarts. A delivered record becomes visible to such a
-	// consumer when its transaction commits: up to one CommitInterval later
-	// than at-least-once would show it. See txn.go.
+	// consumer when its transaction commits: CommitLinger after the
+	// transaction's first record, and the commit, later than at-least-once
+	// would show it. See txn.go.
 	ExactlyOnce Delivery = "exactly-once"
 )
 
@@ -92,6 +93,10 @@ const (
 
 	// DefaultCommitInterval bounds the work a crash repeats to one second's.
 	DefaultCommitInterval = time.Second
+
+	// DefaultCommitLinger lets an exactly-once transaction take what a
+	// busy forwarder produces over 10ms, and adds no more to a delivery.
+	DefaultCommitLinger = 10 * time.Millisecond
 
 	// DefaultSessionTimeout is how long a kdelay that died for good holds
 	// its partitions: their records are late by up to this much plus a
@@ -216,6 +221,16 @@ type Config struct {
 	// re-delivers at most this much work. Default DefaultCommitInterval, 1s.
 	CommitInterval time.Duration
 
+	// CommitLinger is, in exactly-once delivery, how long a transaction stays
+	// open after its first record, to take the records that follow it. A
+	// read_committed consumer sees a record when its transaction commits, so
+	// this and the commit are what exactly-once adds to a delivery's
+	// lateness; a shorter linger ends more transactions, each a few requests
+	// to the transaction coordinator. A transaction ends CommitInterval after
+	// the last one if that is sooner. At-least-once commits every
+	// CommitInterval and ignores it. Default DefaultCommitLinger, 10ms.
+	CommitLinger time.Duration
+
 	// SessionTimeout is how long a consumer group waits for a member that
 	// stopped answering (a crashed or frozen kdelay) before handing its
 	// partitions to the others; their records wait that long. A kdelay
@@ -306,6 +321,7 @@ func (c Config) WithDefaults() Config {
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
 	c.DeliveryTimeout = cmp.Or(c.DeliveryTimeout, DefaultDeliveryTimeout)
 	c.CommitInterval = cmp.Or(c.CommitInterval, DefaultCommitInterval)
+	c.CommitLinger = cmp.Or(c.CommitLinger, DefaultCommitLinger)
 	c.StuckAfter = cmp.Or(c.StuckAfter, DefaultStuckAfter)
 	c.SessionTimeout = cmp.Or(c.SessionTimeout, DefaultSessionTimeout)
 	c.InstanceID = cmp.Or(c.InstanceID, DefaultInstanceID())
@@ -369,6 +385,7 @@ func (c Config) validate() error {
 	}
 	negative("delivery-timeout", c.DeliveryTimeout, DefaultDeliveryTimeout)
 	negative("commit-interval", c.CommitInterval, DefaultCommitInterval)
+	negative("commit-linger", c.CommitLinger, DefaultCommitLinger)
 	negative("stuck-after", c.StuckAfter, DefaultStuckAfter)
 	negative("session-timeout", c.SessionTimeout, DefaultSessionTimeout)
 	if c.InstanceID == "" {

@@ -36,10 +36,10 @@ func TestConfigValidationOrder(t *testing.T) {
 	cfg := Config{
 		Partitions: -1, Retention: time.Minute, RetentionHeadroom: -time.Second, Mode: "fast",
 		CheckInterval: -time.Second, FetchMaxWait: -time.Second, MaxDelay: time.Millisecond,
-		DeliveryTimeout: -time.Second, CommitInterval: -time.Second, SessionTimeout: -time.Second, ShutdownTimeout: -time.Second,
+		DeliveryTimeout: -time.Second, CommitInterval: -time.Second, CommitLinger: -time.Second, SessionTimeout: -time.Second, ShutdownTimeout: -time.Second,
 	}
 	want := []string{"brokers", "partitions", "retention", "retention-headroom", "mode", "check-interval",
-		"fetch-max-wait", "max-delay", "delivery-timeout", "commit-interval", "session-timeout", "shutdown-timeout"}
+		"fetch-max-wait", "max-delay", "delivery-timeout", "commit-interval", "commit-linger", "session-timeout", "shutdown-timeout"}
 	_, first := New(cfg)
 	if first == nil {
 		t.Fatal("New succeeded with a problem in every setting")

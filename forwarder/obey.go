@@ -58,7 +58,7 @@ func (w *worker) applied(id string, cmd command, moved string) {
 func (w *worker) markMoved(m moveMark) { w.writeMark(m.id, m.cmd, m.source) }
 
 func (w *worker) writeMark(id string, cmd command, moved string) {
-	w.txnProduced = true
+	w.noteProduced()
 	w.cl.Produce(context.Background(), markRecord(w.cfg.Topics.Control(), id, cmd, moved), func(_ *kgo.Record, err error) {
 		if err != nil {
 			// Only this process knows the command matched: another may look

@@ -28,7 +28,7 @@ func (w *worker) produce(e *entry) {
 		e.first = w.cfg.NowFunc()
 	}
 	e.part.flying++
-	w.txnProduced = true
+	w.noteProduced()
 	w.txnProduces++
 	if w.txn != nil && !e.due.IsZero() {
 		w.uncommittedDue = earliest(w.uncommittedDue, e.due)

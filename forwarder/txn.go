@@ -13,8 +13,8 @@ import (
 
 // Exactly-once delivery (Config.Delivery ExactlyOnce).
 //
-// A worker produces into one open transaction at a time, and every
-// CommitInterval ends it: it waits for every produce to be acknowledged,
+// A worker produces into one open transaction at a time, and ends it
+// CommitLinger after its first produce (txnEnd): it waits for every produce to be acknowledged,
 // commits its partitions' commit points inside the transaction
 // (TxnOffsetCommit, fenced by the group generation as KIP-447 says), and
 // commits the transaction; the next one begins at once. A read_committed
@@ -82,18 +82,35 @@ type retryKey struct {
 	offset    int64
 }
 
-// endTxnIfDue ends the open transaction once CommitInterval has passed since
-// the last end, if anything was produced in it. The loop calls it without
+// endTxnIfDue ends the open transaction at txnEnd, if anything was produced
+// in it. The loop calls it without
 // mu: End waits for the session's rebalance lock, which a revoke holds while
 // it calls revoked, which takes mu.
 func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
-	if !w.txnProduced || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
+	if !w.txnProduced || now.Before(w.txnEnd()) {
 		return nil
 	}
 	w.lastCommit = now
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
 	return w.endTxn(ctx, run)
+}
+
+// noteProduced marks the open transaction as holding a produce, the first
+// one starting its linger. Only the loop calls it.
+func (w *worker) noteProduced() {
+	if !w.txnProduced {
+		w.txnProduced, w.txnFirst = true, w.cfg.NowFunc()
+	}
+}
+
+// txnEnd is when the open transaction, which holds a produce, ends:
+// CommitLinger after its first produce, or CommitInterval after the last
+// end if that is sooner. Ending it at every CommitInterval alone, as until
+// 2026-11-28, showed each record up to a second late to a read_committed
+// consumer, and held back the records of others written after it.
+func (w *worker) txnEnd() time.Time {
+	return earliest(w.lastCommit.Add(w.cfg.CommitInterval), w.txnFirst.Add(w.cfg.CommitLinger))
 }
 
 // endTxn commits the open transaction with the partitions' commit points, or
@@ -127,7 +144,7 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 	}
 
 	w.mu.Lock()
-	w.txnProduced = false
+	w.txnProduced, w.txnFirst = false, time.Time{}
 	if committed {
 		for id, o := range offsets {
 			if p, ok := w.parts[id]; ok {

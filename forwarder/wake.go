@@ -46,6 +46,9 @@ func (w *worker) commitWake(now time.Time) time.Time {
 		return time.Time{}
 	}
 	due := w.lastCommit.Add(w.cfg.CommitInterval)
+	if w.txn != nil {
+		due = w.txnEnd()
+	}
 	if !due.After(now) {
 		// Due but not begun: the commit in flight holds the next one back,
 		// or the transaction ends right after this cycle.

@@ -101,6 +101,7 @@ type worker struct {
 
 	// Exactly-once only, touched by the loop goroutine alone (txn.go).
 	txnProduced bool                    // something was produced in the open transaction
+	txnFirst    time.Time               // when the first of it was (txnEnd)
 	txnProduces int                     // produces so far, to see whether applying acks produced more
 	retries     map[retryKey]retryState // failed records' retry state, kept across an abort
 	txnMoves    []moveMark              // records moved ahead in the open transaction: undone by an abort

@@ -195,11 +195,11 @@ func TestExactlyOnceEmbeddedKill(t *testing.T) {
 	name := kafkatest.Name(t)
 	x := &exactlyOnce{t: t, name: name, target: name + ".target", bin: binary(t), sent: map[string]time.Time{}}
 	// One partition per topic, so that the records after the restart land
-	// beside the dead transaction's; a commit every 3s, so that the SIGKILL
-	// finds records in open transactions.
+	// beside the dead transaction's; a transaction open for 3s, so that the
+	// SIGKILL finds records in open transactions.
 	x.args = []string{"serve", "--listen", closedPort(t), "--data-dir", t.TempDir(), "--topic-prefix", name, "--group", name,
 		"--levels", "1s,2s,5s", "--partitions", "1", "--delivery", "exactly-once", "--instance-id", "eos",
-		"--commit-interval", "3s", "--log-level", "debug"}
+		"--commit-interval", "3s", "--commit-linger", "3s", "--log-level", "debug"}
 	s := x.start()
 	x.cluster = kafkatest.At(t, strings.Split(s.brokers, ","))
 	x.cluster.CreateTopic(x.target, 1, nil) // created, so that the broker keeps it across the SIGKILL

@@ -240,6 +240,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		MaxDelay:          cfg.MaxDelay,
 		DeliveryTimeout:   cfg.DeliveryTimeout,
 		CommitInterval:    cfg.CommitInterval,
+		CommitLinger:      cfg.CommitLinger,
 		StuckAfter:        cfg.StuckAfter,
 		SessionTimeout:    cfg.SessionTimeout,
 		InstanceID:        cfg.InstanceID,
