@@ -1,0 +1,44 @@
+package stages_test
+
+import (
+	"fmt"
+	"log"
+
+	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/stages"
+)
+
+// The stages of a fleet with two levels, and the consumer group each is
+// read with: what a tool reading kdelay's progress from Kafka asks for.
+func ExampleConfig_Configured() {
+	set, err := levels.Parse([]string{"1s", "1m"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range (stages.Config{Group: "kdelay", Levels: set}).Configured() {
+		fmt.Println(s.Name, s.Topic, s.Group, s.Wait)
+	}
+	// Output:
+	// ingress kdelay.ingress kdelay.ingress 0s
+	// 1s kdelay.level.1s kdelay.level.1s 1s
+	// 1m kdelay.level.1m kdelay.level.1m 1m0s
+}
+
+// Level topics of the prefix that no configured level names: serve drains
+// them, and a topic whose name is not a level is left alone.
+func ExampleConfig_Dropped() {
+	set, err := levels.Parse([]string{"1s"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	dropped, not := stages.Config{Group: "kdelay", Levels: set}.Dropped([]string{"kdelay.level.1s", "kdelay.level.5m", "kdelay.level.soon"})
+	for _, s := range dropped {
+		fmt.Println("dropped", s.Topic, s.Group)
+	}
+	for _, n := range not {
+		fmt.Println("not a level", n.Topic)
+	}
+	// Output:
+	// dropped kdelay.level.5m kdelay.level.5m
+	// not a level kdelay.level.soon
+}
