@@ -6,12 +6,14 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"strings"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/stages"
 )
 
 // Mode chooses how a level forwarder watches the heads of its partitions.
@@ -425,11 +427,22 @@ type stage struct {
 
 // stages are the topics forwarded: the ingress, then each level.
 func (c *Config) stages() []stage {
-	s := []stage{{level: IngressLevel, topic: c.Topics.Ingress(), group: ingressGroup}}
-	for _, l := range c.Levels {
-		s = append(s, stage{level: l.Name, topic: c.Topics.Level(l.Name), group: levelGroup(l.Name), wait: l.Delay})
+	var s []stage
+	for _, v := range c.view().Configured() {
+		s = append(s, c.stage(v))
 	}
 	return s
+}
+
+// view names the stages as Kafka shows them: package stages holds the list
+// and the group names, which kdelay status and the pending gauge read too.
+func (c *Config) view() stages.Config {
+	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels}
+}
+
+// stage is what a worker needs of v: its group as a suffix of Config.Group.
+func (c *Config) stage(v stages.Stage) stage {
+	return stage{level: v.Name, topic: v.Topic, group: strings.TrimPrefix(v.Group, c.Group), wait: v.Wait}
 }
 
 // commandTTL is how long a command is kept after it was written: every

@@ -11,7 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"golang.org/x/sync/errgroup"
 
-	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/stages"
 )
 
 // A level dropped from Levels leaves its topic behind, and records may still
@@ -37,8 +37,8 @@ const drainCheckInterval = 5 * time.Second
 // dropped is a level topic of this prefix that no configured level names.
 type dropped struct {
 	stage
-	name    string
-	backlog int64 // records its group has not committed
+	view    stages.Stage // as Kafka shows it, for counting its backlog
+	backlog int64        // records its group has not committed
 }
 
 // findDropped returns the level topics no longer configured that still hold
@@ -49,27 +49,25 @@ func findDropped(ctx context.Context, adm *kadm.Client, cfg *Config) ([]dropped,
 	if err != nil {
 		return nil, fmt.Errorf("list topics: %w", err)
 	}
-	configured := map[string]bool{}
-	for _, s := range cfg.stages() {
-		configured[s.topic] = true
+	views, notLevels := cfg.view().Dropped(topics.Names())
+	for _, n := range notLevels {
+		cfg.Logger.Warn("level_topic_not_a_level", "topic", n.Topic, "err", n.Err)
+	}
+	if len(views) == 0 {
+		return nil, nil
+	}
+	offs, err := stages.ReadOffsets(ctx, adm, views)
+	if err != nil {
+		return nil, err
 	}
 	var found []dropped
-	for _, topic := range topics.Names() {
-		name, ok := strings.CutPrefix(topic, cfg.Topics.Level(""))
-		if !ok || configured[topic] {
-			continue
-		}
-		set, err := levels.Parse([]string{name})
-		if err != nil {
-			cfg.Logger.Warn("level_topic_not_a_level", "topic", topic, "err", err)
-			continue
-		}
-		d := dropped{stage: stage{level: name, topic: topic, group: levelGroup(name), wait: set[0].Delay}, name: name}
-		if d.backlog, err = backlog(ctx, adm, topic, cfg.Group+d.group); err != nil {
-			return nil, err
+	for _, v := range views {
+		d := dropped{stage: cfg.stage(v), view: v}
+		if d.backlog, err = offs.Pending(v); err != nil {
+			return nil, fmt.Errorf("records left in dropped level %s: %w", v.Topic, err)
 		}
 		if d.backlog == 0 {
-			cfg.Logger.Info("dropped_level_empty", "topic", topic, "delete_with", deleteHint(cfg, d))
+			cfg.Logger.Info("dropped_level_empty", "topic", d.topic, "delete_with", deleteHint(cfg, d))
 			continue
 		}
 		found = append(found, d)
@@ -77,38 +75,14 @@ func findDropped(ctx context.Context, adm *kadm.Client, cfg *Config) ([]dropped,
 	return found, nil
 }
 
-// backlog counts the records of topic that group has not committed. A
-// partition the group never committed counts from its start, where a worker
-// begins reading it.
-func backlog(ctx context.Context, adm *kadm.Client, topic, group string) (int64, error) {
-	starts, err := adm.ListStartOffsets(ctx, topic)
-	if err == nil {
-		err = starts.Error()
-	}
+// backlog counts the records of d its group has not committed. Any figure
+// missing is an error: a level is drained only when Kafka says so.
+func backlog(ctx context.Context, adm *kadm.Client, d dropped) (int64, error) {
+	offs, err := stages.ReadOffsets(ctx, adm, []stages.Stage{d.view})
 	if err != nil {
-		return 0, fmt.Errorf("list start offsets of %s: %w", topic, err)
+		return 0, err
 	}
-	ends, err := adm.ListEndOffsets(ctx, topic)
-	if err == nil {
-		err = ends.Error()
-	}
-	if err != nil {
-		return 0, fmt.Errorf("list end offsets of %s: %w", topic, err)
-	}
-	committed, err := adm.FetchOffsets(ctx, group)
-	if err != nil && !errors.Is(err, kerr.GroupIDNotFound) {
-		return 0, fmt.Errorf("fetch committed offsets of group %s: %w", group, err)
-	}
-	var n int64
-	ends.Each(func(end kadm.ListedOffset) {
-		from, _ := starts.Lookup(topic, end.Partition)
-		next := from.Offset
-		if c, ok := committed.Lookup(topic, end.Partition); ok && c.Err == nil {
-			next = max(next, c.At)
-		}
-		n += max(end.Offset-next, 0)
-	})
-	return n, nil
+	return offs.Pending(d.view)
 }
 
 // drain runs a worker for a dropped level in g, and a watcher that stops it
@@ -122,7 +96,7 @@ func (f *Forwarder) drain(ctx context.Context, g *errgroup.Group, adm *kadm.Clie
 		return err
 	}
 	f.cfg.Logger.Info("draining_dropped_level", "topic", d.topic, "records", d.backlog,
-		"reason", fmt.Sprintf("level %s is no longer configured; its records are forwarded until it is empty", d.name))
+		"reason", fmt.Sprintf("level %s is no longer configured; its records are forwarded until it is empty", d.level))
 	g.Go(func() error { return watchDrain(ctx, adm, &f.cfg, d, stop) })
 	return nil
 }
@@ -141,7 +115,7 @@ func watchDrain(ctx context.Context, adm *kadm.Client, cfg *Config, d dropped, s
 			return nil
 		case <-tick.C:
 		}
-		n, err := backlog(ctx, adm, d.topic, cfg.Group+d.group)
+		n, err := backlog(ctx, adm, d)
 		switch {
 		case ctx.Err() != nil:
 			return nil
@@ -161,5 +135,5 @@ func watchDrain(ctx context.Context, adm *kadm.Client, cfg *Config, d dropped, s
 // kdelay leaves in place.
 func deleteHint(cfg *Config, d dropped) string {
 	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %[1]s --delete --topic %[2]s; kafka-consumer-groups.sh --bootstrap-server %[1]s --delete --group %[3]s",
-		strings.Join(cfg.Brokers, ","), d.topic, cfg.Group+d.group)
+		strings.Join(cfg.Brokers, ","), d.topic, d.view.Group)
 }

@@ -4,12 +4,14 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/stages"
 )
 
 // IngressLevel is the level name under which the ingress router reports, in
 // Observer.Level and LevelState: no delay level can be called that, since
 // level names are durations.
-const IngressLevel = "ingress"
+const IngressLevel = stages.Ingress
 
 // Observer is told what the forwarders do, record by record, so that a
 // program can count it: package admin turns it into Prometheus metrics, and

@@ -6,6 +6,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/kdelay/kdelay/stages"
 )
 
 // children is a parent context that counts the children registered on it
@@ -38,7 +40,7 @@ func (c *children) AfterFunc(f func()) (stop func() bool) {
 func TestPollReleasesItsContext(t *testing.T) {
 	t.Parallel()
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, InstanceID: "test", Logger: testLogger(t)}.WithDefaults()
-	w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: levelGroup("1h"), wait: time.Hour}, 0, newOwners())
+	w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: stages.LevelGroup("", "1h"), wait: time.Hour}, 0, newOwners())
 	if err != nil {
 		t.Fatal(err)
 	}

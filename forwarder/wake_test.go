@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/stages"
 )
 
 // TestExactWakesOnlyForWork checks when an exact-mode forwarder's loop runs
@@ -18,7 +20,7 @@ func TestExactWakesOnlyForWork(t *testing.T) {
 	cfg := Config{Brokers: []string{"127.0.0.1:1"}, InstanceID: "test", Logger: testLogger(t)}.WithDefaults()
 	now := time.Now()
 	level := func(t *testing.T) *worker {
-		w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: levelGroup("1h"), wait: time.Hour}, 0, newOwners())
+		w, err := newWorker(&cfg, stage{level: "1h", topic: cfg.Topics.Level("1h"), group: stages.LevelGroup("", "1h"), wait: time.Hour}, 0, newOwners())
 		if err != nil {
 			t.Fatal(err)
 		}
