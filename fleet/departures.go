@@ -94,7 +94,8 @@ func (f *Fleet) departures(ctx context.Context, o offsets, s Stage, now time.Tim
 		d.Bins = append(d.Bins, Bin{Until: e, Records: max(leaving[i]-before, 0)})
 		before = max(before, leaving[i])
 	}
-	d.Ahead = max(o.pending(s)-before, 0)
+	pending, _ := o.Pending(s) // what it misses, Status says
+	d.Ahead = max(pending-before, 0)
 	return d
 }
 
@@ -103,7 +104,8 @@ func (f *Fleet) departures(ctx context.Context, o offsets, s Stage, now time.Tim
 // partition. A partition with none stamped so late answers its end offset.
 func (f *Fleet) leavingBy(ctx context.Context, o offsets, s Stage, stamp time.Time) (int64, error) {
 	if s.Wait == 0 {
-		return o.pending(s), nil
+		pending, _ := o.Pending(s) // what it misses, Status says
+		return pending, nil
 	}
 	listed, err := f.adm.ListOffsetsAfterMilli(ctx, stamp.UnixMilli(), s.Topic)
 	if err == nil {
@@ -113,23 +115,13 @@ func (f *Fleet) leavingBy(ctx context.Context, o offsets, s Stage, stamp time.Ti
 		return 0, fmt.Errorf("offsets of %s by time %s: %w", s.Topic, stamp.UTC().Format(time.RFC3339), err)
 	}
 	var n int64
-	for p, end := range o.ends[s.Topic] {
+	for p, end := range o.Ends[s.Topic] {
 		at, ok := listed.Lookup(s.Topic, p)
-		if end.Err != nil || !ok {
+		from, _ := o.Position(s, p) // what it misses, Status says
+		if end.Err != nil || !ok || from < 0 {
 			continue
 		}
-		n += max(min(at.Offset, end.Offset)-o.position(s, p), 0)
+		n += max(min(at.Offset, end.Offset)-from, 0)
 	}
 	return n, nil
-}
-
-// pending counts the records of s its group has not committed.
-func (o offsets) pending(s Stage) int64 {
-	var n int64
-	for p, end := range o.ends[s.Topic] {
-		if end.Err == nil {
-			n += max(end.Offset-o.position(s, p), 0)
-		}
-	}
-	return n
 }

@@ -147,7 +147,8 @@ func (f *Fleet) scanPlan(ctx context.Context, o offsets, ss []Stage) (scanPlan, 
 	stable.Each(func(end kadm.ListedOffset) {
 		from, ok := controlStarts.Lookup(end.Topic, end.Partition)
 		if s, isStage := p.stages[end.Topic]; isStage {
-			from, ok = kadm.ListedOffset{Offset: o.position(s, end.Partition)}, true
+			at, _ := o.Position(s, end.Partition) // what it misses, Status says
+			from, ok = kadm.ListedOffset{Offset: at}, at >= 0
 		}
 		if !ok || end.Err != nil || end.Offset <= from.Offset {
 			return

@@ -62,7 +62,7 @@ func ReadOffsets(ctx context.Context, adm *kadm.Client, ss []Stage) (Offsets, er
 		// A group that never committed has nothing to fetch.
 		case errors.Is(c.Err, kerr.GroupIDNotFound):
 		case c.Err != nil:
-			o.commitErrs[g] = fmt.Errorf("fetch committed offsets of group %s: %w", g, c.Err)
+			o.commitErrs[g] = fmt.Errorf("committed offsets of group %s, so pending counts from the start: %w", g, c.Err)
 		default:
 			o.Commits[g] = c.Fetched
 		}
@@ -107,7 +107,7 @@ func (o Offsets) committed(s Stage, p int32) (int64, error) {
 	case !ok:
 		return -1, nil
 	case c.Err != nil:
-		return -1, fmt.Errorf("committed offset of group %s on %s/%d: %w", s.Group, s.Topic, p, c.Err)
+		return -1, fmt.Errorf("committed offset of group %s on %s/%d, so it counts from the start: %w", s.Group, s.Topic, p, c.Err)
 	}
 	return c.At, nil
 }
@@ -143,5 +143,27 @@ func (o Offsets) Pending(s Stage) (int64, error) {
 		errs = append(errs, err)
 		n += max(ends[p].Offset-max(start, committed), 0)
 	}
-	return n, errors.Join(errs...)
+	return n, join(errs)
+}
+
+// joined is errors.Join on one line: a count's problems go in a row of
+// kdelay status and in a log attribute.
+type joined []error
+
+func (e joined) Error() string {
+	msgs := make([]string, len(e))
+	for i, err := range e {
+		msgs[i] = err.Error()
+	}
+	return strings.Join(msgs, "; ")
+}
+
+func (e joined) Unwrap() []error { return e }
+
+func join(errs []error) error {
+	errs = slices.DeleteFunc(errs, func(err error) bool { return err == nil })
+	if len(errs) == 0 {
+		return nil
+	}
+	return joined(errs)
 }
