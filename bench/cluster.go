@@ -16,8 +16,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/stages"
 )
 
 // cluster is the broker a run measures on, a client for it, and the name
@@ -208,9 +208,9 @@ func (c *cluster) stable(ctx context.Context, groups []string) bool {
 // forwarderGroups are the consumer groups of a forwarder with group and
 // levels: the ingress router's and one per level.
 func forwarderGroups(group string, set levels.Set) []string {
-	groups := []string{forwarder.IngressGroup(group)}
-	for _, l := range set {
-		groups = append(groups, forwarder.LevelGroup(group, l.Name))
+	var groups []string
+	for _, s := range (stages.Config{Group: group, Levels: set}).Configured() {
+		groups = append(groups, s.Group)
 	}
 	return groups
 }
