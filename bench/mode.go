@@ -70,7 +70,7 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 	}
 	s := &sender{cl: c.cl, ingress: in.Topics().Ingress(), target: target, coll: coll, log: cfg.Logger}
 	p := &phase{c: c, cfg: cfg, in: in, coll: coll, s: s, gs: groups{}}
-	// p.in, not in: a phase may restart its forwarder (commands.go).
+	// p.in, not in: a phase may restart its forwarder (live_commands.go).
 	stop := func() (Usage, error) {
 		s.stop(context.WithoutCancel(ctx))
 		u, err := p.in.Stop()

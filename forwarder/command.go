@@ -12,12 +12,12 @@ import (
 
 // commands is the command in force for each message id, as the control topic
 // says: every forwarder of a process consults it for each record it routes or
-// releases (obey.go). It holds one entry per id with a live command, never
+// releases (command_obey.go). It holds one entry per id with a live command, never
 // one per pending record, and forgets a command ttl after it was written:
 // every record pending then has left its level within the largest level, and
 // the rest of ttl (RetentionHeadroom) covers kdelay being stopped or behind.
 //
-// Its reader (control.go) is the only writer; forwarders read it under the
+// Its reader (command_control.go) is the only writer; forwarders read it under the
 // read lock, and skip even that while there is no command at all.
 type commands struct {
 	ttl time.Duration
@@ -31,7 +31,7 @@ type commands struct {
 	moved   map[string]string // the moved of the few commands that have one, by id
 	marks   map[string]mark   // marks read before their command, by id
 	waiting dueHeap           // reschedules and run-nows, by due time, until due
-	ready   []pendingScan     // commands due and not matched: hidden records to find (scan.go)
+	ready   []pendingScan     // commands due and not matched: hidden records to find (command_scan.go)
 	base    int               // how many were dropped from the front of ready
 
 	stats CommandStats
@@ -196,7 +196,7 @@ func (c *commands) mark(id string, m mark) {
 // matched records that this process applied id's command cmd, and reports
 // whether it is the first time, when a mark is due. With moved, the first
 // time for that record: the router that wrote a hop and the level that
-// scanned for it may both find it, and only one must move it (scan.go).
+// scanned for it may both find it, and only one must move it (command_scan.go).
 func (c *commands) matched(id string, cmd command, moved string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -269,7 +269,7 @@ func (c *commands) count(f func(*CommandStats)) {
 // waitingScan is a reschedule or run-now that has not matched a record yet,
 // waiting for its due time: if it still has not matched then, the record may
 // be in a level that releases it after that time, and forwarders look for it
-// (scan.go).
+// (command_scan.go).
 type waitingScan struct {
 	due  int64
 	id   string

@@ -14,7 +14,7 @@ import (
 
 // TestCommandsOnBroker runs every command on the real clock against the
 // test broker, Apache Kafka when KDELAY_TEST_BROKERS names one: the bubble
-// tests (commands_test.go) say when records arrive to the millisecond; this
+// tests (command_test.go) say when records arrive to the millisecond; this
 // one says the same commands work through a real broker's compaction,
 // timestamps and offsets. Lateness here is the machine's, so it is only
 // bounded loosely; early is never allowed.

@@ -30,7 +30,7 @@ type controlReader struct {
 	cl     *kgo.Client
 	rules  kdelay.Rules
 	loaded chan struct{} // closed once what was written before Run began is read
-	onDue  func()        // called when a command falls due unmatched (scan.go)
+	onDue  func()        // called when a command falls due unmatched (command_scan.go)
 	duty   func() bool   // reports whether this process reports unmatched commands
 }
 

@@ -52,7 +52,7 @@ const loadTimeout = time.Minute
 const releaseAfterLoading = 10_000
 
 // nudgeAll wakes every worker: a command fell due without matching, and the
-// level workers look for its record (scan.go).
+// level workers look for its record (command_scan.go).
 func (f *Forwarder) nudgeAll() {
 	f.mu.Lock()
 	defer f.mu.Unlock()

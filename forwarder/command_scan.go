@@ -14,7 +14,7 @@ import (
 // A reschedule to an earlier time, or a run-now, may find its record in a
 // level that releases it only after the new due time: a record in the 2h
 // level, rescheduled to a minute from now. Commands are consulted when a
-// record leaves its level (obey.go), and that would be too late. So when such
+// record leaves its level (command_obey.go), and that would be too late. So when such
 // a command falls due without having matched, every level forwarder that
 // could hide the record looks for it among what it has not released yet —
 // its buffered records, then the rest of its partitions in Kafka, from the

@@ -4,7 +4,7 @@ import "sync"
 
 // owners is which partitions of each source topic this process's workers
 // own, as their groups assigned them, fetched from or not. A level scans
-// every partition it owns (scan.go); a router moves a hop ahead only if this
+// every partition it owns (command_scan.go); a router moves a hop ahead only if this
 // process owns the partition the hop landed in, since then the level that
 // would scan for it shares this process's command table, and the two cannot
 // both move it.
