@@ -22,11 +22,12 @@ import (
 //   - the start offset too when retention deleted the records up to past the
 //     commit: they are gone, and the forwarder resumes at the start.
 //
-// kadm's CalculateGroupLagWithStartOffsets does not count this way, so it is
-// not used: it counts a partition only when the group committed to it or a
-// member is assigned it, so a dropped level whose group never committed and
-// has no members shows no lag at all; and it takes a commit before the start
-// offset as it is, counting records retention already deleted.
+// kadm's CalculateGroupLagWithStartOffsets (and Lag, built on it) does not
+// count this way, so it is not used: it counts only the topics a group
+// committed to, was assigned or subscribes to, so a dropped level whose group
+// never committed and has no member shows no lag at all; and it takes a
+// commit before the start offset as it is, counting records retention already
+// deleted. It also needs the groups described, a request more.
 
 // Offsets are the offsets pending records are counted by, read once for a
 // list of stages.

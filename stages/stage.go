@@ -46,9 +46,9 @@ type Stage struct {
 
 // Config names a fleet's stages: the settings its kdelay serve runs with.
 type Config struct {
-	Topics kdelay.Topics // the topic prefix; kdelay.DefaultPrefix when empty
-	Group  string        // the consumer group prefix; required, as serve's default is the forwarder's
-	Levels levels.Set    // the configured levels
+	Topics kdelay.Topics // the topic prefix serve runs with; kdelay.DefaultPrefix when empty
+	Group  string        // the consumer group prefix serve runs with; no default here (serve's is forwarder.DefaultGroup)
+	Levels levels.Set    // the levels serve runs with; none configured when empty
 }
 
 // Configured are the ingress, then each configured level in order.
