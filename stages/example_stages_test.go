@@ -1,8 +1,12 @@
 package stages_test
 
 import (
+	"context"
 	"fmt"
 	"log"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/stages"
@@ -41,4 +45,24 @@ func ExampleConfig_Dropped() {
 	// Output:
 	// dropped kdelay.level.5m kdelay.level.5m
 	// not a level kdelay.level.soon
+}
+
+// How many records each stage's group has not committed, as kdelay status
+// and the kdelay_pending_records gauge count them. It needs a broker, so
+// it has no output here.
+func ExampleReadOffsets() {
+	cl, err := kgo.NewClient(kgo.SeedBrokers("localhost:9092"))
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer cl.Close()
+	ss := stages.Config{Group: "kdelay", Levels: levels.Default()}.Configured()
+	offs, err := stages.ReadOffsets(context.Background(), kadm.NewClient(cl), ss)
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, s := range ss {
+		n, err := offs.Pending(s)
+		fmt.Println(s.Name, n, err) // err: a figure missing, such as a topic that does not exist
+	}
 }
