@@ -13,6 +13,7 @@ import (
 	"github.com/spf13/cobra"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
@@ -57,11 +58,14 @@ one record; one trailing newline (as echo adds) is dropped.`,
 			}
 			f.keySet, f.idSet = cmd.Flags().Changed("key"), cmd.Flags().Changed("id")
 			rules := kdelay.Rules{Topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, MaxDelay: cfg.MaxDelay}
-			r, due, err := f.record(rules, value, time.Now())
-			if err != nil {
+			build := func(now time.Time) (*kgo.Record, time.Time, error) { return f.record(rules, value, now) }
+			// Built now to refuse a mistake before anything connects, and
+			// built again by send once the broker has answered.
+			if _, _, err := build(time.Now()); err != nil {
 				return usageError{err}
 			}
-			if err := send(cmd.Context(), cfg, r, due, cmd.OutOrStdout()); err != nil {
+			r, due, err := send(cmd.Context(), cfg, f.target, build, cmd.OutOrStdout())
+			if err != nil {
 				return err
 			}
 			// On standard error: standard output is the one line scripts read.
@@ -163,26 +167,69 @@ func (f sendFlags) record(rules kdelay.Rules, value string, now time.Time) (*kgo
 	return r, rt.Due, nil
 }
 
-// send produces r, waits for the acknowledgement and prints the record's id
-// and due time.
-func send(ctx context.Context, cfg config.Config, r *kgo.Record, due time.Time, out io.Writer) error {
+// send checks that target exists or that the broker creates it, builds the
+// record with build, produces it, waits for the acknowledgement and prints
+// the record's id and due time; it returns the record and its due time.
+//
+// The record is built once the broker has answered and the target is
+// checked, and not before: a delay counts from the record's timestamp, and
+// a timestamp taken before the connection would make the record as much
+// older when kdelay reads it. Older by more than a few milliseconds, it is
+// planned from when it is read, and a delay of exactly a level no longer
+// takes that level (forwarder's hopBase).
+func send(ctx context.Context, cfg config.Config, target string, build func(now time.Time) (*kgo.Record, time.Time, error), out io.Writer) (*kgo.Record, time.Time, error) {
 	cl, err := connect(ctx, cfg)
 	if errors.Is(err, context.Canceled) {
-		return errors.New("interrupted before the record was sent: it was not written")
+		return nil, time.Time{}, errors.New("interrupted before the record was sent: it was not written")
 	} else if err != nil {
-		return err
+		return nil, time.Time{}, err
 	}
 	defer cl.Close()
-	seeds := cfg.Seeds()
+	brokers := strings.Join(cfg.Seeds(), ",")
 	ctx, cancel := context.WithTimeout(ctx, sendTimeout)
 	defer cancel()
+	if missing(ctx, cl, target) {
+		return nil, time.Time{}, fmt.Errorf("target topic %s does not exist on %s, and the broker does not create topics on first use: kdelay would dead-letter the record at its due time. "+
+			"Create the topic first (kafka-topics.sh --bootstrap-server %s --create --topic %s), or let the broker create it (auto.create.topics.enable=true); nothing was written",
+			target, brokers, brokers, target)
+	}
+	r, due, err := build(time.Now())
+	if err != nil {
+		return nil, time.Time{}, usageError{err}
+	}
 	if err := cl.ProduceSync(ctx, r).FirstErr(); err != nil {
-		return sendFailed(err, r.Topic, seeds)
+		return nil, time.Time{}, sendFailed(err, r.Topic, cfg.Seeds())
 	}
 	id, _ := header(r, kdelay.HeaderID)
 	id = cmp.Or(id, kdelay.Source(r.Topic, r.Partition, r.Offset))
 	fmt.Fprintf(out, "id=%s due=%s in=%s\n", id, due.UTC().Format(timeFormat), max(time.Until(due), 0).Round(time.Millisecond))
-	return nil
+	return r, due, nil
+}
+
+// missing reports whether the broker says that topic does not exist, once
+// asked to create it on first use as kdelay's forwarders ask when they
+// deliver: a broker with auto.create.topics.enable creates it now, and only
+// one without it answers UNKNOWN_TOPIC_OR_PARTITION. Any other answer is not
+// a no: a principal may not describe or create a topic that kdelay's own
+// may write to (TOPIC_AUTHORIZATION_FAILED), a broker still creating it says
+// LEADER_NOT_AVAILABLE, and a failed request fails the produce after it
+// with its own reason.
+func missing(ctx context.Context, cl *kgo.Client, topic string) bool {
+	req := kmsg.NewPtrMetadataRequest()
+	req.AllowAutoTopicCreation = true
+	rt := kmsg.NewMetadataRequestTopic()
+	rt.Topic = kmsg.StringPtr(topic)
+	req.Topics = append(req.Topics, rt)
+	resp, err := req.RequestWith(ctx, cl)
+	if err != nil {
+		return false
+	}
+	for _, t := range resp.Topics {
+		if t.Topic != nil && *t.Topic == topic && errors.Is(kerr.ErrorForCode(t.ErrorCode), kerr.UnknownTopicOrPartition) {
+			return true
+		}
+	}
+	return false
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"os"
@@ -9,6 +10,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
@@ -148,8 +152,9 @@ func TestSendFromStdin(t *testing.T) {
 	cluster := kafkatest.New(t)
 	prefix := kafkatest.Name(t)
 	cluster.DeleteOnCleanup(prefix)
-	ingress := kdelay.Topics{Prefix: prefix}.Ingress()
+	ingress, target := kdelay.Topics{Prefix: prefix}.Ingress(), prefix+".orders"
 	cluster.CreateTopic(ingress, 1, nil)
+	cluster.CreateTopic(target, 1, nil) // send refuses a target the broker would not create
 	sends := []struct {
 		args  []string
 		stdin string
@@ -160,7 +165,7 @@ func TestSendFromStdin(t *testing.T) {
 	}
 	for _, s := range sends {
 		args := append([]string{"send", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix,
-			"--target", "orders", "--delay", "1h"}, s.args...)
+			"--target", target, "--delay", "1h"}, s.args...)
 		cmd := command(bin, t.TempDir(), args...)
 		cmd.Stdin = strings.NewReader(s.stdin)
 		if code, out, _ := runWithin(t, 20*time.Second, cmd); code != 0 || !strings.HasPrefix(out, "id="+ingress+"/") {
@@ -183,10 +188,12 @@ func TestSendAlreadyDue(t *testing.T) {
 	cluster := kafkatest.New(t)
 	prefix := kafkatest.Name(t)
 	cluster.DeleteOnCleanup(prefix)
+	target := prefix + ".orders"
 	cluster.CreateTopic(kdelay.Topics{Prefix: prefix}.Ingress(), 1, nil)
+	cluster.CreateTopic(target, 1, nil)
 	past := time.Now().Add(-time.Hour).UTC().Truncate(time.Second)
 	args := []string{"send", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix,
-		"--target", "orders", "--at", past.Format(time.RFC3339), "hello"}
+		"--target", target, "--at", past.Format(time.RFC3339), "hello"}
 	var stdout, stderr bytes.Buffer
 	cmd := command(bin, t.TempDir(), args...)
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -200,4 +207,77 @@ func TestSendAlreadyDue(t *testing.T) {
 		t.Errorf("kdelay %s: %v; printed %q on standard output and %q on standard error\nwant exit 0, the id line, and %q",
 			strings.Join(args, " "), err, stdout.String(), stderr.String(), want)
 	}
+}
+
+// TestSendTarget checks send's question to the broker before it writes: a
+// target that does not exist, on a broker that does not create topics on
+// first use, would be dead-lettered at its due time, so send refuses it,
+// naming the topic and how to create it, and writes nothing; a broker that
+// creates topics on first use creates it, as it would at delivery.
+func TestSendTarget(t *testing.T) {
+	t.Parallel()
+	bin := binary(t)
+	setup := func(t *testing.T, cluster *kafkatest.Cluster) (prefix, target string, send func() (int, string)) {
+		prefix = kafkatest.Name(t)
+		cluster.DeleteOnCleanup(prefix)
+		cluster.CreateTopic(kdelay.Topics{Prefix: prefix}.Ingress(), 1, nil)
+		target = prefix + ".reminders"
+		args := []string{"send", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", prefix,
+			"--target", target, "--delay", "1h", "hello"}
+		return prefix, target, func() (int, string) {
+			code, out, _ := runWithin(t, 20*time.Second, command(bin, t.TempDir(), args...))
+			return code, out
+		}
+	}
+	ingressEnd := func(t *testing.T, cluster *kafkatest.Cluster, prefix string) int64 {
+		t.Helper()
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		ingress := kdelay.Topics{Prefix: prefix}.Ingress()
+		ends, err := kadm.NewClient(cluster.Client()).ListEndOffsets(ctx, ingress)
+		if err != nil || ends.Error() != nil {
+			t.Fatalf("end offsets of %s: %v %v", ingress, err, ends.Error())
+		}
+		o, _ := ends.Lookup(ingress, 0)
+		return o.Offset
+	}
+
+	t.Run("missing and not created is refused, nothing written", func(t *testing.T) {
+		t.Parallel()
+		// kafkatest's kfake and scripts/local-kafka create no topic on first use.
+		cluster := kafkatest.New(t)
+		prefix, target, send := setup(t, cluster)
+		code, out := send()
+		brokers := strings.Join(cluster.Brokers, ",")
+		want := "kdelay: target topic " + target + " does not exist on " + brokers + ", and the broker does not create topics on first use: " +
+			"kdelay would dead-letter the record at its due time. Create the topic first (kafka-topics.sh --bootstrap-server " + brokers +
+			" --create --topic " + target + "), or let the broker create it (auto.create.topics.enable=true); nothing was written\n"
+		if code != 1 || out != want {
+			t.Errorf("send to a missing target: exit %d, printed:\n%s\nwant exit 1 and:\n%s", code, out, want)
+		}
+		if end := ingressEnd(t, cluster, prefix); end != 0 {
+			t.Errorf("the ingress holds %d records, want none", end)
+		}
+	})
+
+	t.Run("missing and created on first use is sent", func(t *testing.T) {
+		t.Parallel()
+		cluster := kafkatest.New(t, kfake.AllowAutoTopicCreation())
+		if cluster.Real() {
+			t.Skip("whether a real broker creates topics on first use is its own setting")
+		}
+		prefix, target, send := setup(t, cluster)
+		if code, out := send(); code != 0 || !sendLine.MatchString(out) {
+			t.Errorf("send to a target the broker creates: exit %d, printed:\n%s\nwant exit 0 and the id line", code, out)
+		}
+		if end := ingressEnd(t, cluster, prefix); end != 1 {
+			t.Errorf("the ingress holds %d records, want the one sent", end)
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		listed, err := kadm.NewClient(cluster.Client()).ListTopics(ctx, target)
+		if err != nil || !listed.Has(target) {
+			t.Errorf("topics after the send: %v %v, want %s, which the broker creates when asked", listed.Names(), err, target)
+		}
+	})
 }

@@ -302,7 +302,11 @@ func TestKillKeepsAutoCreatedTopics(t *testing.T) {
 		rs = append(rs, sent{value: v, key: v})
 	}
 	produce(t, s.brokers, produced, rs)
-	e.send(s.brokers, "--target", e.target, "--delay", "1s", "delivered")
+	// Written to the ingress as kcat would, not with kdelay send, which
+	// has the broker create the target before it writes: here the target
+	// must be created by kdelay's delivery.
+	produce(t, s.brokers, e.topics().Ingress(), []sent{{value: "delivered",
+		headers: []string{kdelay.HeaderTarget + "=" + e.target, kdelay.HeaderDelay + "=1s"}}})
 	// Reading them back proves the broker acknowledged and holds them all.
 	if got := s.collect(t, produced).Until(20*time.Second, all(values)); len(got) != len(values) {
 		t.Fatalf("before the kill %d records were read from %s, want %d", len(got), produced, len(values))
