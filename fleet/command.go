@@ -63,22 +63,24 @@ func (f *Fleet) WriteCommand(ctx context.Context, r *kgo.Record) error {
 }
 
 // WillDo says what kdelay does with the message once it has read c, written
-// at now: "in 30s" for a delay of 30s.
+// at now: "in 30s" for a delay of 30s. It says so for a message that is
+// pending, and that whether one is cannot be told here, for every command
+// alike: a command for an id nothing holds is written and kept all the
+// same (it acts on a record with that id sent while it is kept), and
+// nothing here knows what the level topics hold.
 func WillDo(c kdelay.Command, now time.Time) string {
-	due := c.Due.UTC().Format(TimeFormat)
-	switch c.Name {
-	case kdelay.CommandCancel:
-		// A cancel for an id nothing holds is written and kept all the
-		// same (it cancels a record with that id sent while it is kept):
-		// nothing here knows what the level topics hold.
-		return fmt.Sprintf("if a message with kdelay-id %s is pending, kdelay will not deliver it. Whether one is, kdelay cannot tell here: the cancel is recorded either way.", c.ID)
-	case kdelay.CommandRunNow:
-		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, due)
+	var will string
+	switch past := AlreadyDue(c.Due, now); {
+	case c.Name == kdelay.CommandCancel:
+		will = "kdelay will not deliver it"
+	case c.Name == kdelay.CommandRunNow:
+		will = fmt.Sprintf("kdelay will deliver it now (%s), and not at its old time", c.Due.UTC().Format(TimeFormat))
+	case past != "":
+		will = fmt.Sprintf("kdelay will deliver it now (%s), and not at its old time", past)
+	default:
+		will = fmt.Sprintf("kdelay will deliver it at %s (in %s), and not at its old time", c.Due.UTC().Format(TimeFormat), c.Due.Sub(now).Round(time.Millisecond))
 	}
-	if past := AlreadyDue(c.Due, now); past != "" {
-		return fmt.Sprintf("kdelay will deliver %s now (%s), and not at its old time.", c.ID, past)
-	}
-	return fmt.Sprintf("kdelay will deliver %s at %s (in %s), and not at its old time.", c.ID, due, c.Due.Sub(now).Round(time.Millisecond))
+	return fmt.Sprintf("if a message with kdelay-id %s is pending, %s. Whether one is, kdelay cannot tell here: the %s is recorded either way.", c.ID, will, c.Name)
 }
 
 // AlreadyDue says that a due time before now, the record's timestamp, has
