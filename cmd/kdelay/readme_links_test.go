@@ -140,3 +140,59 @@ func headingAnchors(text string) map[string]bool {
 	}
 	return as
 }
+
+// readmeMaxLines is how long the front door may grow: read in five minutes,
+// as river's (227 lines) and asynq's (317) are; the manual is in docs/.
+const readmeMaxLines = 250
+
+// TestREADMEFrontDoor checks what the README promises a new reader: it is
+// short, its map of docs/ names every page there, and its tour shows the
+// web console with a screenshot.
+func TestREADMEFrontDoor(t *testing.T) {
+	t.Parallel()
+	root := filepath.Join("..", "..")
+	b, err := os.ReadFile(filepath.Join(root, "README.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	text := string(b)
+	t.Run("at most 250 lines", func(t *testing.T) {
+		if n := strings.Count(text, "\n"); n > readmeMaxLines {
+			t.Errorf("README.md has %d lines, want at most %d: move the detail to its page in docs/", n, readmeMaxLines)
+		}
+	})
+	t.Run("the map names every page of docs/", func(t *testing.T) {
+		mapped := map[string]bool{}
+		for _, l := range relativeLinks(section(t, text, "## The manual")) {
+			mapped[strings.SplitN(l, "#", 2)[0]] = true
+		}
+		pages, err := filepath.Glob(filepath.Join(root, "docs", "*.md"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, p := range pages {
+			if name := "docs/" + filepath.Base(p); !mapped[name] {
+				t.Errorf("README.md's \"## The manual\" does not link %s", name)
+			}
+		}
+	})
+	t.Run("the tour shows the console", func(t *testing.T) {
+		tour := section(t, text, "## A one-minute tour")
+		if !regexp.MustCompile(`!\[[^\]]*\]\(docs/console/[^)]+\.png\)`).MatchString(tour) || !strings.Contains(tour, "(docs/CONSOLE.md)") {
+			t.Errorf("README.md's tour has no screenshot from docs/console/ with a link to docs/CONSOLE.md")
+		}
+	})
+}
+
+// section is the part of a Markdown text from heading to the next "## ".
+func section(t *testing.T, text, heading string) string {
+	t.Helper()
+	_, s, ok := strings.Cut(text, "\n"+heading+"\n")
+	if !ok {
+		t.Fatalf("no section %q", heading)
+	}
+	if end := strings.Index(s, "\n## "); end >= 0 {
+		s = s[:end]
+	}
+	return s
+}

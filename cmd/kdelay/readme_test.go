@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"cmp"
 	"fmt"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -19,8 +20,9 @@ import (
 // a person pasting them in order would, on a free port instead of 9092, and
 // checks that they do what the README says: send prints an id and a due
 // time, every record reaches the target in tail and in kcat, late and never
-// early, except the cancelled one, which never does, and the bad record lands
-// in the dead-letter topic with the reason the README shows.
+// early, except the cancelled one, which never does, the bad record lands
+// in the dead-letter topic with the reason the README shows, and serve's
+// admin listener serves the web console.
 func TestREADMETour(t *testing.T) {
 	t.Parallel()
 	if _, err := exec.LookPath("kcat"); err != nil {
@@ -35,6 +37,32 @@ func TestREADMETour(t *testing.T) {
 		tr.run(s)
 	}
 	tr.check(steps)
+	tr.checkConsole()
+}
+
+// adminListening is serve's log line that says where its admin listener is.
+var adminListening = regexp.MustCompile(`admin_listening addr=(\S+)`)
+
+// checkConsole checks what the tour says of the serve it leaves running:
+// its admin listener serves the web console at /, read-only. The test's
+// serve has its admin listener on a free port, not on 127.0.0.1:9464.
+func (tr *tour) checkConsole() {
+	t := tr.t
+	t.Helper()
+	for _, r := range tr.ran {
+		if r.running == nil || !strings.Contains(r.line, "kdelay serve") {
+			continue
+		}
+		m := adminListening.FindStringSubmatch(r.out.String())
+		if m == nil {
+			t.Errorf("%s did not log admin_listening with its address:\n%s", r.line, r.out)
+			continue
+		}
+		code, page := get(t, "http://"+m[1]+"/")
+		if code != http.StatusOK || !strings.Contains(page, `<table id="levels">`) || !strings.Contains(page, "read-only") {
+			t.Errorf("GET / on the admin listener of %s: %d\n%s\nwant the console's levels page, read-only", r.line, code, page)
+		}
+	}
 }
 
 // readmeListen is the address the README's tour uses; the test puts a free
