@@ -130,13 +130,11 @@ func TestDeadLetters(t *testing.T) {
 	})
 }
 
-// TestDeadLettersNewest: the dead letters page reads the newest only, of
-// every partition, and says how many there are in all.
-func TestDeadLettersNewest(t *testing.T) {
-	t.Parallel()
-	f := setup(t, false)
-	// 101 dead letters, a second apart, on both partitions by turns; the
-	// odd ones failed for another reason.
+// numberedDeadLetters writes 101 dead letters, dead-000 to dead-100, a
+// second apart, on both partitions by turns; the odd ones failed for
+// another reason.
+func (f *fixture) numberedDeadLetters() {
+	f.t.Helper()
 	var rs []*kgo.Record
 	for i := range defaultListed + 1 {
 		reason := "even: topic does not exist"
@@ -151,15 +149,92 @@ func TestDeadLettersNewest(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := f.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatal(err)
+		f.t.Fatal(err)
 	}
-	listed := func(page string) []string {
-		var sources []string
-		for _, m := range regexp.MustCompile(`<tr data-source="([^"]+)">`).FindAllStringSubmatch(page, -1) {
-			sources = append(sources, m[1])
+}
+
+// listed are the sources a page lists, in its order.
+func listed(page string) []string {
+	var sources []string
+	for _, m := range regexp.MustCompile(`<tr data-source="([^"]+)">`).FindAllStringSubmatch(page, -1) {
+		sources = append(sources, m[1])
+	}
+	return sources
+}
+
+// TestReplayAllNewest: "replay all that match" chooses among the newest
+// dead letters only, as many as the listing reads, and says so; once
+// confirmed it replays those the page showed.
+func TestReplayAllNewest(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.numberedDeadLetters()
+	all := url.Values{"all": {"1"}, "reason": {"odd"}, "limit": {"10"}}
+	want := []string{"dead-091", "dead-093", "dead-095", "dead-097", "dead-099"} // oldest first, as they go back
+	code, page := f.post("/replay", all)
+	if got := listed(page); code != http.StatusOK || !slices.Equal(got, want) {
+		t.Fatalf("POST /replay all=1 reason=odd limit=10: %d, lists %v\n%s\nwant %v: those of the newest 10 that match", code, got, page, want)
+	}
+	for _, say := range []string{"101 dead letters in all; only the newest 10 were read, and 5 of them match: an older one is not replayed.",
+		`href="deadletters?reason=odd&amp;target=&amp;limit=100"`} {
+		if !strings.Contains(page, say) {
+			t.Errorf("the confirmation does not say %q:\n%s", say, page)
 		}
-		return sources
 	}
+	if code, page := f.post("/replay", url.Values{"all": {"1"}, "reason": {"odd"}, "limit": {"200"}}); code != http.StatusOK || len(listed(page)) != 50 ||
+		!strings.Contains(page, "101 dead letters in all; all were read, and 50 of them match.") {
+		t.Errorf("POST /replay all=1 reason=odd limit=200: %d\n%s\nwant the 50 odd ones, all read", code, page)
+	}
+	shown := regexp.MustCompile(`<input type="hidden" name="shown" value="([^"]+)">`).FindAllStringSubmatch(page, -1)
+	if len(shown) != len(want) {
+		t.Fatalf("the confirmation carries %d shown sources, want %d:\n%s", len(shown), len(want), page)
+	}
+	arrivals := f.cluster.Collect(f.topics.Ingress())
+	confirm := url.Values{"all": {"1"}, "reason": {"odd"}, "limit": {"10"}, "confirm": {"yes"}}
+	for _, m := range shown {
+		confirm.Add("shown", m[1])
+	}
+	if code, page := f.post("/replay", confirm); code != http.StatusOK || !strings.Contains(page, "5 of 5 chosen dead letters were written") {
+		t.Fatalf("POST /replay confirmed: %d\n%s\nwant the 5 written", code, page)
+	}
+	got := arrivals.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= len(want) })
+	if ids := kafkatest.IDs(got); len(got) != len(want) || !slices.Equal(slices.Sorted(maps.Keys(ids)), want) {
+		t.Errorf("the ingress holds %d records with ids %v, want one each of %v", len(got), ids, want)
+	}
+}
+
+// TestReplayAllShownOnly: a confirmed "replay all that match" replays
+// what its page showed or nothing: once newer dead letters have pushed
+// those shown out of the newest, it refuses, and writes nothing.
+func TestReplayAllShownOnly(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.numberedDeadLetters()
+	_, page := f.post("/replay", url.Values{"all": {"1"}, "reason": {"odd"}, "limit": {"10"}})
+	confirm := url.Values{"all": {"1"}, "reason": {"odd"}, "limit": {"10"}, "confirm": {"yes"}}
+	for _, m := range regexp.MustCompile(`<input type="hidden" name="shown" value="([^"]+)">`).FindAllStringSubmatch(page, -1) {
+		confirm.Add("shown", m[1])
+	}
+	for i := range 10 {
+		f.deadLetter(fmt.Sprintf("new-%d", i), f.target, "odd: newer")
+	}
+	arrivals := f.cluster.Collect(f.topics.Ingress())
+	code, page := f.post("/replay", confirm)
+	if want := "no dead letter among the newest 10 in " + f.topics.DLQ() + " has source dead-091, dead-093, dead-095, dead-097, dead-099"; code != http.StatusConflict || !strings.Contains(page, want) {
+		t.Errorf("POST /replay confirmed after newer dead letters: %d\n%s\nwant 409 saying %q", code, page, want)
+	}
+	// Settled: nothing arrives within a second of the refusal.
+	if got := arrivals.Until(time.Second, func(got []kafkatest.Arrival) bool { return len(got) > 0 }); len(got) != 0 {
+		t.Errorf("the ingress holds %d records, want none", len(got))
+	}
+}
+
+// TestDeadLettersNewest: the dead letters page reads the newest only, of
+// every partition, and says how many there are in all.
+func TestDeadLettersNewest(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	f.numberedDeadLetters()
 	tests := []struct {
 		name, query string
 		first, last string // of the list, newest first

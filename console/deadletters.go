@@ -71,6 +71,10 @@ func limit(asked string) (int, error) {
 type replayPage struct {
 	Reason, Target string
 	All            bool
+	Limit          int          // with All: the newest dead letters chosen among
+	Newest         fleet.Newest // with All: those read
+	Total          int          // with All: Newest.Total, for the page
+	More           int          // with All: the limit that reads more, 0 when all are read
 	Sources        []string
 	Chosen         []planned        // before confirmation
 	Done           []fleet.Replayed // after
@@ -87,26 +91,47 @@ type planned struct {
 // replay replays the dead letters the form chooses, as kdelay dlq replay
 // does (fleet.Choose, fleet.Replay): the first POST shows what would be
 // replayed, the second, with confirm=yes, replays it.
+//
+// "All that match" chooses among the newest dead letters only, as many as
+// the listing read (limit), so that it costs what the listing costs however
+// many wait; the page says when older ones were left out. Confirmed, it
+// replays those the page showed (shown) and nothing else: a dead letter
+// that arrived in between is not replayed unseen, and one shown that is no
+// longer among the newest replays nothing.
 func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	p := replayPage{Reason: r.FormValue("reason"), Target: r.FormValue("target"), All: r.FormValue("all") == "1", Sources: r.Form["source"]}
 	f := fleet.Filter{Reason: p.Reason, Target: p.Target}
-	if !p.All {
-		if len(p.Sources) == 0 {
-			c.fail(w, r, http.StatusBadRequest, errors.New("no dead letter selected: tick the ones to replay, or replay all that match"))
-			return
-		}
-		f.Sources = map[string]bool{}
-		for _, s := range p.Sources {
-			f.Sources[s] = true
-		}
+	confirmed := r.FormValue("confirm") == "yes"
+	var err error
+	if p.Limit, err = limit(r.FormValue("limit")); err != nil {
+		c.fail(w, r, http.StatusBadRequest, err)
+		return
+	}
+	switch {
+	case p.All && confirmed:
+		f.Sources = sources(r.Form["shown"])
+	case !p.All && len(p.Sources) == 0:
+		c.fail(w, r, http.StatusBadRequest, errors.New("no dead letter selected: tick the ones to replay, or replay all that match"))
+		return
+	case !p.All:
+		f.Sources = sources(p.Sources)
 	}
 	fl := c.cfg.Fleet
-	chosen, err := fl.Choose(r.Context(), f, nil)
+	var chosen []fleet.DeadLetter
+	if p.All {
+		chosen, p.Newest, err = fl.ChooseNewest(r.Context(), f, p.Limit)
+		p.Total = int(p.Newest.Total)
+		if !p.Newest.All && p.Limit < maxListed {
+			p.More = min(p.Limit*10, maxListed)
+		}
+	} else {
+		chosen, err = fl.Choose(r.Context(), f, nil)
+	}
 	if err != nil {
 		c.fail(w, r, http.StatusConflict, err)
 		return
 	}
-	if r.FormValue("confirm") != "yes" {
+	if !confirmed {
 		for _, d := range chosen {
 			_, refused := d.Replay(fl.Config().Rules())
 			p.Chosen = append(p.Chosen, planned{Letter: d, Refused: refused})
@@ -122,4 +147,13 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	}
 	c.cfg.Logger.Info("console_replay", "filter", f.Describe(), "chosen", len(chosen), "replayed", p.Written, "sources", p.Sources, "user", user(r), "remote", r.RemoteAddr)
 	c.render(w, r, http.StatusOK, "replay.html", "deadletters", "Replayed", p)
+}
+
+// sources is the set of the sources named.
+func sources(named []string) map[string]bool {
+	set := make(map[string]bool, len(named))
+	for _, s := range named {
+		set[s] = true
+	}
+	return set
 }

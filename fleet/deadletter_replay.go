@@ -23,20 +23,32 @@ func (fl *Fleet) Choose(ctx context.Context, f Filter, progress Progress) ([]Dea
 	if err := fl.DeadLetters(ctx, progress, c.add); err != nil {
 		return nil, err
 	}
-	var missing []string
-	for s := range f.Sources {
-		if !c.sources[s] {
-			missing = append(missing, s)
-		}
+	return c.result(fl.cfg.Topics.DLQ(), 0)
+}
+
+// ChooseNewest is Choose among the newest n dead letters only, read as
+// NewestDeadLetters reads them, so that it costs the same however many dead
+// letters wait: an older one is neither read nor chosen, and a source f
+// names that is older is unknown. It returns what it read too, which says
+// whether that was every dead letter. The chosen are in the order of the
+// topic, as Choose returns them.
+func (fl *Fleet) ChooseNewest(ctx context.Context, f Filter, n int) ([]DeadLetter, Newest, error) {
+	newest, err := fl.NewestDeadLetters(ctx, n)
+	if err != nil {
+		return nil, Newest{}, err
 	}
-	switch {
-	case len(missing) > 0:
-		slices.Sort(missing)
-		return nil, &UnknownSourcesError{Topic: fl.cfg.Topics.DLQ(), Sources: missing}
-	case len(c.chosen) == 0:
-		return nil, &NoMatchError{Topic: fl.cfg.Topics.DLQ(), Filter: f}
+	c := newChooser(f)
+	// Oldest first: Replay writes them in this order, and a key's records
+	// must go back in the order they failed.
+	for _, d := range slices.Backward(newest.Letters) {
+		c.add(d)
 	}
-	return c.chosen, nil
+	among := len(newest.Letters)
+	if newest.All {
+		among = 0
+	}
+	chosen, err := c.result(fl.cfg.Topics.DLQ(), among)
+	return chosen, newest, err
 }
 
 // chooser keeps the dead letters a filter matches, one per source: a source
@@ -54,6 +66,25 @@ type chooser struct {
 
 func newChooser(f Filter) *chooser {
 	return &chooser{f: f, sources: map[string]bool{}, ids: map[string]int{}}
+}
+
+// result is what c chose from topic, or why nothing: among is how many of
+// the newest dead letters it was given, 0 when it was given every one.
+func (c *chooser) result(topic string, among int) ([]DeadLetter, error) {
+	var missing []string
+	for s := range c.f.Sources {
+		if !c.sources[s] {
+			missing = append(missing, s)
+		}
+	}
+	switch {
+	case len(missing) > 0:
+		slices.Sort(missing)
+		return nil, &UnknownSourcesError{Topic: topic, Sources: missing, Among: among}
+	case len(c.chosen) == 0:
+		return nil, &NoMatchError{Topic: topic, Filter: c.f, Among: among}
+	}
+	return c.chosen, nil
 }
 
 func (c *chooser) add(d DeadLetter) {
@@ -76,20 +107,30 @@ func (c *chooser) add(d DeadLetter) {
 type UnknownSourcesError struct {
 	Topic   string
 	Sources []string
+	Among   int // the newest dead letters looked at, 0 for all
 }
 
 func (e *UnknownSourcesError) Error() string {
-	return fmt.Sprintf("no dead letter in %s has source %s (and reason and target as asked); nothing was replayed", e.Topic, strings.Join(e.Sources, ", "))
+	return fmt.Sprintf("no dead letter %s has source %s (and reason and target as asked); nothing was replayed", among(e.Topic, e.Among), strings.Join(e.Sources, ", "))
 }
 
 // NoMatchError is a filter no dead letter matches.
 type NoMatchError struct {
 	Topic  string
 	Filter Filter
+	Among  int // the newest dead letters looked at, 0 for all
 }
 
 func (e *NoMatchError) Error() string {
-	return fmt.Sprintf("no dead letter in %s matches %s: nothing to replay", e.Topic, e.Filter.Describe())
+	return fmt.Sprintf("no dead letter %s matches %s: nothing to replay", among(e.Topic, e.Among), e.Filter.Describe())
+}
+
+// among says which dead letters of topic were looked at.
+func among(topic string, n int) string {
+	if n == 0 {
+		return "in " + topic
+	}
+	return fmt.Sprintf("among the newest %d in %s", n, topic)
 }
 
 // Replayed is what became of one chosen dead letter: refused (Refused says
