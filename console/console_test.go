@@ -229,6 +229,22 @@ func TestReplayAllShownOnly(t *testing.T) {
 	}
 }
 
+// TestReplaySelectedNewest: "replay selected" finds the ticked dead letters
+// among the newest the listing read, without reading the whole topic; one
+// that is not among them is refused, and nothing is replayed.
+func TestReplaySelectedNewest(t *testing.T) {
+	t.Parallel()
+	f := setup(t, true)
+	f.numberedDeadLetters()
+	if code, page := f.post("/replay", url.Values{"source": {"dead-100"}, "limit": {"10"}}); code != http.StatusOK || !slices.Equal(listed(page), []string{"dead-100"}) {
+		t.Errorf("POST /replay source=dead-100 limit=10: %d\n%s\nwant a confirmation of dead-100", code, page)
+	}
+	code, page := f.post("/replay", url.Values{"source": {"dead-100", "dead-000"}, "limit": {"10"}})
+	if want := "no dead letter among the newest 10 in " + f.topics.DLQ() + " has source dead-000"; code != http.StatusConflict || !strings.Contains(page, want) {
+		t.Errorf("POST /replay source=dead-100,dead-000 limit=10: %d\n%s\nwant 409 saying %q", code, page, want)
+	}
+}
+
 // TestDeadLettersNewest: the dead letters page reads the newest only, of
 // every partition, and says how many there are in all.
 func TestDeadLettersNewest(t *testing.T) {

@@ -71,10 +71,10 @@ func limit(asked string) (int, error) {
 type replayPage struct {
 	Reason, Target string
 	All            bool
-	Limit          int          // with All: the newest dead letters chosen among
-	Newest         fleet.Newest // with All: those read
-	Total          int          // with All: Newest.Total, for the page
-	More           int          // with All: the limit that reads more, 0 when all are read
+	Limit          int          // the newest dead letters chosen among
+	Newest         fleet.Newest // those read
+	Total          int          // Newest.Total, for the page
+	More           int          // the limit that reads more, 0 when all are read
 	Sources        []string
 	Chosen         []planned        // before confirmation
 	Done           []fleet.Replayed // after
@@ -88,16 +88,17 @@ type planned struct {
 	Refused error
 }
 
-// replay replays the dead letters the form chooses, as kdelay dlq replay
-// does (fleet.Choose, fleet.Replay): the first POST shows what would be
-// replayed, the second, with confirm=yes, replays it.
+// replay replays the dead letters the form chooses, by the rules of kdelay
+// dlq replay (fleet.ChooseNewest, fleet.Replay): the first POST shows what
+// would be replayed, the second, with confirm=yes, replays it.
 //
-// "All that match" chooses among the newest dead letters only, as many as
-// the listing read (limit), so that it costs what the listing costs however
-// many wait; the page says when older ones were left out. Confirmed, it
-// replays those the page showed (shown) and nothing else: a dead letter
-// that arrived in between is not replayed unseen, and one shown that is no
-// longer among the newest replays nothing.
+// It chooses among the newest dead letters only, as many as the listing
+// read (limit), so that it costs what the listing costs however many wait:
+// those ticked are among them, and "all that match" says when older ones
+// were left out. Confirmed, "all that match" replays those its page showed
+// (shown) and nothing else: a dead letter that arrived in between is not
+// replayed unseen. A dead letter ticked or shown that newer ones have
+// pushed out of the newest replays nothing.
 func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 	p := replayPage{Reason: r.FormValue("reason"), Target: r.FormValue("target"), All: r.FormValue("all") == "1", Sources: r.Form["source"]}
 	f := fleet.Filter{Reason: p.Reason, Target: p.Target}
@@ -117,15 +118,10 @@ func (c *Console) replay(w http.ResponseWriter, r *http.Request) {
 		f.Sources = sources(p.Sources)
 	}
 	fl := c.cfg.Fleet
-	var chosen []fleet.DeadLetter
-	if p.All {
-		chosen, p.Newest, err = fl.ChooseNewest(r.Context(), f, p.Limit)
-		p.Total = int(p.Newest.Total)
-		if !p.Newest.All && p.Limit < maxListed {
-			p.More = min(p.Limit*10, maxListed)
-		}
-	} else {
-		chosen, err = fl.Choose(r.Context(), f, nil)
+	chosen, newest, err := fl.ChooseNewest(r.Context(), f, p.Limit)
+	p.Newest, p.Total = newest, int(newest.Total)
+	if !newest.All && p.Limit < maxListed {
+		p.More = min(p.Limit*10, maxListed)
 	}
 	if err != nil {
 		c.fail(w, r, http.StatusConflict, err)
