@@ -30,8 +30,7 @@ func TestConsole(t *testing.T) {
 	}
 	e.env = []string{"KDELAY_ADMIN=0.0.0.0:0", "KDELAY_CONSOLE_ACTIONS=true", "KDELAY_CONSOLE_AUTH_FILE=" + credentials}
 	s := e.serve()
-	// In the 1h level however late the ingress routes it (TestStatus says why).
-	e.run(t, "send", "--brokers", s.brokers, "--topic-prefix", e.prefix, "--target", e.target, "--delay", "1h1m", "later")
+	e.run(t, "send", "--brokers", s.brokers, "--topic-prefix", e.prefix, "--target", e.target, "--delay", "1h", "later")
 	pendingIn1h := regexp.MustCompile(`(?s)<table id="levels">.*?<tr data-level="1h">.*?<td class="n pending">1</td>`)
 
 	t.Run("serve's admin listener serves it at /, with actions, to a user with credentials", func(t *testing.T) {
