@@ -37,7 +37,7 @@ type worker struct {
 	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
 	start  time.Time                 // anchors the ticks of ModePoll
 	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
-	cmds   *commands                 // commands in force (obey.go); nil when the Forwarder reads none
+	cmds   *commands                 // commands in force (command_obey.go); nil when the Forwarder reads none
 	owners *owners                   // the partitions this process owns, shared by its workers
 
 	// assigned is set once the group has assigned partitions to the worker
@@ -47,7 +47,7 @@ type worker struct {
 
 	// ownsFirst is set while the worker owns partition 0 of its source: the
 	// ingress router that does is the one process that reports unmatched
-	// commands (control.go).
+	// commands (command_control.go).
 	ownsFirst atomic.Bool
 
 	// mu guards everything below it against the rebalance callbacks, which
@@ -67,7 +67,7 @@ type worker struct {
 	uncommittedDue time.Time
 	buf            buffer
 	cmdVersion     uint64     // the commands' version when held records were last looked at
-	scanFrom       int        // the next of the commands' ready list to look for (scan.go)
+	scanFrom       int        // the next of the commands' ready list to look for (command_scan.go)
 	scanning       bool       // a scan is in flight
 	side           *partition // the partition of copies moved ahead by a scan: never committed
 	runCtx         context.Context
@@ -89,7 +89,7 @@ type worker struct {
 	scanDone   bool    // the scan in flight ended
 
 	commits sync.WaitGroup // the background commit in flight
-	scans   sync.WaitGroup // the scan in flight (scan.go)
+	scans   sync.WaitGroup // the scan in flight (command_scan.go)
 
 	mem *memoryReleaser // told when the worker drains; nil outside a Forwarder
 
