@@ -30,7 +30,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		w.produce(e)
 		return
 	}
-	base = hopBase(base, now)
+	base = w.hopBase(env.Due, base, now)
 	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok {
 		e.out = env.hop(w.cfg.Topics.Level(l.Name), base)
 		w.count(Hopped)
@@ -58,13 +58,21 @@ func (w *worker) route(e *entry, base, now time.Time) {
 // a hundred on a loaded machine, stay planned from base.
 const maxHopAge = time.Second
 
-// hopBase is what a record released at base is planned from: base itself,
-// which never lets a release a little late push the record into a shorter
-// level (a delay of exactly a level takes that level), unless base is more
-// than maxHopAge behind now.
-func hopBase(base, now time.Time) time.Time {
+// hopBase is what a record due at due, released at base, is planned from:
+// base itself, which never lets a release a little late push the record
+// into a shorter level (a delay of exactly a level takes that level),
+// unless base is more than maxHopAge behind now and a level still fits from
+// now. Not when none does: the record would then wait in memory, as a
+// remainder, rather than in a level, and under a load beyond what the
+// machine forwards, when releases are seconds late, remainders filled the
+// memory (at 50,000 records/s on Apache Kafka p50 4.3-5.1 s against 1.1-3.0
+// s, peak RSS 131-144 MB against 116). Stamped base, it is due at once in
+// its level, behind at most what was written meanwhile.
+func (w *worker) hopBase(due, base, now time.Time) time.Time {
 	if now.Sub(base) > maxHopAge {
-		return now
+		if _, ok := w.cfg.Levels.For(due.Sub(now)); ok {
+			return now
+		}
 	}
 	return base
 }
