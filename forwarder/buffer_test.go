@@ -267,17 +267,7 @@ func TestFullLevelStillFetchesIdlePartitions(t *testing.T) {
 		// (which would shorten its fetching ahead).
 		const n = 100
 		arrivals := b.collect(n+1, time.Minute)
-		writer, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ProducerLinger(0),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer writer.Close()
-		produce := func(rs ...*kgo.Record) {
-			if err := writer.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
-		}
+		produce := b.producer()
 		due := map[string]time.Time{}
 		now := time.Now()
 		var batch []*kgo.Record
@@ -296,12 +286,7 @@ func TestFullLevelStillFetchesIdlePartitions(t *testing.T) {
 		r := levelRecord(b.cfg, "5s", b.target, "idle", now.Add(-5*time.Second), now)
 		r.Partition = 1
 		produce(r)
-		for _, a := range arrivals() {
-			id := string(a.Value)
-			if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
-				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
-			}
-		}
+		checkOnTime(t, arrivals(), due)
 	})
 }
 
@@ -323,12 +308,7 @@ func TestHeldRecordsDoNotPauseTheirPartition(t *testing.T) {
 		defer stop()
 		const held, backlog = 10, 100
 		arrivals := b.collect(held+backlog+1, time.Minute)
-		writer, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ProducerLinger(0),
-			kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer writer.Close()
+		produce := b.producer()
 		due := map[string]time.Time{}
 		// record is due at, in partition p of the 5s level, released at
 		// release: 4 KB, so that a fetch counts about its size on the wire.
@@ -337,11 +317,6 @@ func TestHeldRecordsDoNotPauseTheirPartition(t *testing.T) {
 			r := levelRecord(b.cfg, "5s", b.target, id, release.Add(-5*time.Second), at)
 			r.Partition, r.Key = p, make([]byte, 4000)
 			return r
-		}
-		produce := func(rs ...*kgo.Record) {
-			if err := writer.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
-				t.Fatalf("produce: %v", err)
-			}
 		}
 		now := time.Now()
 		var batch []*kgo.Record
@@ -357,11 +332,6 @@ func TestHeldRecordsDoNotPauseTheirPartition(t *testing.T) {
 		time.Sleep(600 * time.Millisecond)
 		now = time.Now()
 		produce(record("behind", 0, now, now))
-		for _, a := range arrivals() {
-			id := string(a.Value)
-			if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
-				t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
-			}
-		}
+		checkOnTime(t, arrivals(), due)
 	})
 }

@@ -113,6 +113,35 @@ func (b *bubble) collect(want int, limit time.Duration) (wait func() []kafkatest
 	}
 }
 
+// producer returns a function that writes records to the partitions they
+// name, in batches of at most 16 KiB, so that a fetch brings about what it
+// asks for.
+func (b *bubble) producer() func(rs ...*kgo.Record) {
+	writer, err := kgo.NewClient(kgo.SeedBrokers(b.cfg.Brokers...), b.dial, kgo.ProducerLinger(0),
+		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerBatchMaxBytes(16<<10))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	b.t.Cleanup(writer.Close)
+	return func(rs ...*kgo.Record) {
+		if err := writer.ProduceSync(context.Background(), rs...).FirstErr(); err != nil {
+			b.t.Fatalf("produce: %v", err)
+		}
+	}
+}
+
+// checkOnTime fails the test for each record that did not arrive 0 to 20ms
+// after due[its value], in bubble time.
+func checkOnTime(t *testing.T, got []kafkatest.Arrival, due map[string]time.Time) {
+	t.Helper()
+	for _, a := range got {
+		id := string(a.Value)
+		if late := a.At.Sub(due[id].Truncate(time.Millisecond)); late < 0 || late > 20*time.Millisecond {
+			t.Errorf("%s arrived %s after it was due, want 0 to 20ms in bubble time", id, late)
+		}
+	}
+}
+
 func ingress(cfg Config, target string, value string, headers ...string) *kgo.Record {
 	r := &kgo.Record{Topic: cfg.WithDefaults().Topics.Ingress(), Value: []byte(value),
 		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderTarget, Value: []byte(target)}}}
