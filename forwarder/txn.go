@@ -14,10 +14,10 @@ import (
 // Exactly-once delivery (Config.Delivery ExactlyOnce).
 //
 // A worker produces into one open transaction at a time, and ends it
-// CommitLinger after its first produce (txnEnd): it waits for every produce to be acknowledged,
-// commits its partitions' commit points inside the transaction
-// (TxnOffsetCommit, fenced by the group generation as KIP-447 says), and
-// commits the transaction; the next one begins at once. A read_committed
+// CommitLinger after its first produce (txnEnd): it waits for every produce
+// to be acknowledged, commits its partitions' commit points inside the
+// transaction (TxnOffsetCommit, fenced by the group generation as KIP-447
+// says), and commits the transaction; the next one begins at once. A read_committed
 // consumer thus sees a record and the offset it came from committed
 // together, or neither: a crash or an abort replays exactly what it never saw.
 //
@@ -83,9 +83,9 @@ type retryKey struct {
 }
 
 // endTxnIfDue ends the open transaction at txnEnd, if anything was produced
-// in it. The loop calls it without
-// mu: End waits for the session's rebalance lock, which a revoke holds while
-// it calls revoked, which takes mu.
+// in it. The loop calls it without mu: End waits for the session's
+// rebalance lock, which a revoke holds while it calls revoked, which takes
+// mu.
 func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
 	if !w.txnProduced || now.Before(w.txnEnd()) {
 		return nil
