@@ -53,6 +53,13 @@ func CommandRecord(name, id, delay, at string, rules kdelay.Rules, now time.Time
 // acknowledge it; r then has its partition and offset. A control topic that
 // does not exist is a *MissingTopicError.
 func (f *Fleet) WriteCommand(ctx context.Context, r *kgo.Record) error {
+	return f.produce(ctx, r)
+}
+
+// produce writes r and waits for the broker to acknowledge it, for at most
+// commandTimeout; r then has its partition and offset. A topic that does
+// not exist is a *MissingTopicError.
+func (f *Fleet) produce(ctx context.Context, r *kgo.Record) error {
 	ctx, cancel := context.WithTimeout(ctx, commandTimeout)
 	defer cancel()
 	err := f.cl.ProduceSync(ctx, r).FirstErr()

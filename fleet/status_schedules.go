@@ -51,13 +51,7 @@ func (f *Fleet) Schedules(ctx context.Context, now time.Time) ScheduleStatus {
 		st.Problem = fmt.Sprintf("topic %s does not exist: kdelay serve creates it once it is ready", st.Topic)
 		return st
 	}
-	cl, err := f.cfg.client(schedule.ListOpts(f.cfg.Topics)...)
-	if err != nil {
-		st.Problem = err.Error()
-		return st
-	}
-	defer cl.Close()
-	ls, err := schedule.List(ctx, cl, f.cfg.Rules())
+	ls, err := f.ListSchedules(ctx)
 	if err != nil {
 		st.Problem = fmt.Sprintf("read %s: %v", st.Topic, err)
 		return st
