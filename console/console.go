@@ -1,9 +1,10 @@
 // Package console is kdelay's web console: an http.Handler that shows what
 // waits in each level and when it moves on, lists and replays dead letters,
-// and finds one message by its id to cancel, reschedule or run it now. It
-// reads and writes through Kafka alone (package fleet), so it runs beside
-// kdelay serve (whose admin listener mounts it at /) or anywhere that
-// reaches the brokers (kdelay console), or in a program of your own:
+// finds one message by its id to cancel, reschedule or run it now, and
+// lists the recurring schedules, to delete one. It reads and writes through
+// Kafka alone (package fleet), so it runs beside kdelay serve (whose admin
+// listener mounts it at /) or anywhere that reaches the brokers (kdelay
+// console), or in a program of your own:
 //
 //	f, _ := fleet.New(fleet.Config{Brokers: brokers})
 //	c, _ := console.New(console.Config{Fleet: f})
@@ -153,6 +154,8 @@ func New(cfg Config) (*Console, error) {
 	c.mux.HandleFunc("POST /replay", c.action(c.replay))
 	c.mux.HandleFunc("GET /find", c.find)
 	c.mux.HandleFunc("POST /command", c.action(c.command))
+	c.mux.HandleFunc("GET /schedules", c.schedules)
+	c.mux.HandleFunc("POST /delete-schedule", c.action(c.deleteSchedule))
 	c.mux.HandleFunc("GET /live", c.live)
 	c.mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	return c, nil

@@ -58,6 +58,7 @@ func setup(t *testing.T, actions bool, with ...func(*Config)) *fixture {
 		cluster.CreateTopic(topic, 1, nil)
 	}
 	cluster.CreateTopic(f.topics.DLQ(), 2, nil) // the newest dead letters are those of every partition
+	cluster.CreateTopic(f.topics.Schedules(), 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")})
 	f.cl = cluster.Client(kgo.RecordPartitioner(kgo.ManualPartitioner()))
 	f.fleet, err = fleet.New(fleet.Config{Brokers: cluster.Brokers, Topics: f.topics, Group: name, Levels: set})
 	if err != nil {
