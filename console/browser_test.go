@@ -13,6 +13,7 @@ import (
 
 	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
@@ -22,6 +23,7 @@ import (
 	"github.com/kdelay/kdelay/forwarder/forwardertest"
 	"github.com/kdelay/kdelay/kafkatest"
 	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // EnvScreenshots names a directory the browser test saves a screenshot of
@@ -39,7 +41,8 @@ const browserSecret = "Jx8kq2Vb0pXw7sLr4NcT1yZe"
 // over the DevTools protocol, against a forwarder on kfake with records
 // pending in two levels and a dead letter, and a console that asks for
 // credentials: without them a page is refused; with them the levels table
-// and the departures show the counts written, the dead letter is listed, an
+// and the departures show the counts written, the dead letter is listed, a
+// schedule is listed with its next occurrence, an
 // action whose form lost its CSRF token is refused, and a message found by
 // its id and cancelled from the page is not delivered, while its twin due
 // at the same time is.
@@ -60,6 +63,13 @@ func TestBrowser(t *testing.T) {
 		{Key: kdelay.HeaderTarget, Value: []byte("gone")}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
 		{Key: kdelay.HeaderError, Value: []byte(`topic "gone" does not exist`)}, {Key: kdelay.HeaderSource, Value: []byte(deadSource)},
 	}})
+	hourly, _, err := schedule.Record(b.fleet.Config().Rules(), "hourly",
+		kdelay.ScheduleFields{Spec: "@every 1h", TimeZone: "Europe/Berlin", Target: b.target}, []byte("v"), nil, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.produce(hourly)
+	hourlyNext := hourly.Timestamp.Add(time.Hour).Truncate(time.Second) // @every counts from the record's timestamp
 	// The ingress routes the three into the 1h level and commits within
 	// its commit interval: then the page has the counts to show.
 	b.waitPending("1h", 3)
@@ -98,7 +108,7 @@ func TestBrowser(t *testing.T) {
 			t.Fatalf("GET / without credentials: %v, %v; want 401, or the load ended for want of credentials", resp, err)
 		}
 	})
-	_, err := chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + browserSecret}})
+	_, err = chromedp.Call(ctx, network.SetExtraHTTPHeaders, network.SetExtraHTTPHeadersParams{Headers: network.Headers{"Authorization": "Bearer " + browserSecret}})
 	if err != nil {
 		t.Fatalf("sign the browser in: %v", err)
 	}
@@ -118,6 +128,15 @@ func TestBrowser(t *testing.T) {
 	t.Run("the dead letter is listed", func(t *testing.T) {
 		if count := text(`#count`); count != "1 dead letter in all." {
 			t.Errorf("dead letters page says %q, want 1 in all", count)
+		}
+	})
+	do("the schedules page", chromedp.Navigate(b.srv.URL+"/schedules"), chromedp.WaitVisible(chromedp.CSS(`#schedules tr[data-id="hourly"]`)))
+	t.Run("the schedule is listed with its next occurrence", func(t *testing.T) {
+		row := text(`#schedules tr[data-id="hourly"]`)
+		for _, want := range []string{"@every 1h", "Europe/Berlin", b.target, hourlyNext.UTC().Format(fleet.TimeFormat)} {
+			if !strings.Contains(row, want) {
+				t.Errorf("the row of hourly reads %q, want %q in it", row, want)
+			}
 		}
 	})
 	do("find cancel-me", chromedp.Navigate(b.srv.URL+"/find"),
@@ -216,6 +235,7 @@ func setupBrowser(t *testing.T) browserFixture {
 	}
 	f := &fixture{t: t, cluster: cluster, topics: kdelay.Topics{Prefix: name}, group: name, target: name + ".target", now: time.Now()}
 	cluster.CreateTopic(f.target, 1, nil)
+	cluster.CreateTopic(f.topics.Schedules(), 1, map[string]*string{"cleanup.policy": kadm.StringPtr("compact")}) // as serve creates it
 	metrics := admin.NewMetrics()
 	forwardertest.Serve(t, forwarder.Config{Brokers: cluster.Brokers, Topics: f.topics, Levels: set, Group: name,
 		Partitions: 1, ShutdownTimeout: 2 * time.Second, Observer: metrics})
