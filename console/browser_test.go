@@ -43,9 +43,10 @@ const browserSecret = "Jx8kq2Vb0pXw7sLr4NcT1yZe"
 // credentials: without them a page is refused; with them the levels table
 // and the departures show the counts written, the dead letter is listed, a
 // schedule is listed with its next occurrence, an
-// action whose form lost its CSRF token is refused, and a message found by
+// action whose form lost its CSRF token is refused, a message found by
 // its id and cancelled from the page is not delivered, while its twin due
-// at the same time is.
+// at the same time is, and the dead letter replayed from the page is back
+// in the ingress.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium()
@@ -191,6 +192,21 @@ func TestBrowser(t *testing.T) {
 		n, err := chromedp.Run(ctx, chromedp.Evaluate[int](`[...document.querySelectorAll('#live td.start-records')].reduce((n, td) => n + Number(td.textContent), 0)`))
 		if err != nil || n != 1 {
 			t.Errorf("the live page says its levels delivered %d records (%v), want 1: keep-me", n, err)
+		}
+	})
+	// Last: the replayed record goes through the forwarder again.
+	do("replay the dead letter", chromedp.Navigate(b.srv.URL+"/deadletters"),
+		chromedp.Click(chromedp.CSS(`tr[data-source="`+deadSource+`"] input[type=checkbox]`)),
+		chromedp.Click(chromedp.CSS(`#replay-selected`)), chromedp.WaitVisible(chromedp.CSS(`#confirm-replay`)),
+		chromedp.Click(chromedp.CSS(`#confirm-replay`)), chromedp.WaitVisible(chromedp.CSS(`#result`)))
+	t.Run("the dead letter replayed from the page is back in the ingress", func(t *testing.T) {
+		if result := text(`#result`); !strings.HasPrefix(result, "1 of 1 ") {
+			t.Errorf("the replay page says %q, want 1 of 1 written to the ingress", result)
+		}
+		ingress := b.cluster.Collect(b.topics.Ingress())
+		got := ingress.Until(10*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.Values(got)["dead"] > 0 })
+		if n := kafkatest.Values(got)["dead"]; n != 1 {
+			t.Errorf("the ingress holds the replayed dead letter %d times, want once", n)
 		}
 	})
 }
