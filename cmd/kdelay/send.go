@@ -174,9 +174,9 @@ func (f sendFlags) record(rules kdelay.Rules, value string, now time.Time) (*kgo
 // The record is built once the broker has answered and the target is
 // checked, and not before: a delay counts from the record's timestamp, and
 // a timestamp taken before the connection would make the record as much
-// older when kdelay reads it. Older by more than a few milliseconds, it is
-// planned from when it is read, and a delay of exactly a level no longer
-// takes that level (forwarder's hopBase).
+// older when kdelay reads it. Older by more than a second, it is planned
+// from when it is read, and a delay of exactly a level no longer takes that
+// level (forwarder's hopBase).
 func send(ctx context.Context, cfg config.Config, target string, build func(now time.Time) (*kgo.Record, time.Time, error), out io.Writer) (*kgo.Record, time.Time, error) {
 	cl, err := connect(ctx, cfg)
 	if errors.Is(err, context.Canceled) {
