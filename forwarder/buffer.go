@@ -235,19 +235,7 @@ func (w *worker) later(now time.Time) int64 {
 // FetchMaxWait (5s) and more by default, and a full level of 5s, whose
 // records are all due within it, paused its topic while its partitions
 // took turns to drain (TestFullLevelStillFetchesIdlePartitions).
-func (w *worker) waitsLong() bool {
-	if w.heldRetry > 0 {
-		return true
-	}
-	now := w.cfg.NowFunc()
-	horizon := now.Add(w.cfg.Levels.Smallest().Delay)
-	for _, p := range w.parts {
-		if k := len(p.queue); k > 0 && w.releaseAt(p.queue[k-1], now).After(horizon) {
-			return true
-		}
-	}
-	return false
-}
+func (w *worker) waitsLong() bool { return w.later(w.cfg.NowFunc()) > 0 }
 
 // forgetBuffered releases what a revoked or lost partition held: its queue
 // and the records taken from it the broker has not acknowledged. Late acks
