@@ -27,10 +27,12 @@ func TestDroppedLevel(t *testing.T) {
 	dropped := fx.cfg.Topics.Level("10s")
 	_, stop := fx.start(fx.cfg)
 
-	// 12s from the ingress goes into 10s first, then 1s, then 1s.
-	sent := fx.send("stranded", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "12000")
-	due := sent.Timestamp.Truncate(time.Millisecond).Add(12 * time.Second)
-	waitFor(t, 10*time.Second, "the record to reach "+dropped, func() bool { return fx.records(dropped) == 1 })
+	// 25s from the ingress goes into 10s first as long as the ingress
+	// routes it within 15s: 12s left it 2s, and once in CI (Kafka 3.9.1,
+	// loaded) it did not reach 10s, as a router 2s late plans into 5s.
+	sent := fx.send("stranded", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "25000")
+	due := sent.Timestamp.Truncate(time.Millisecond).Add(25 * time.Second)
+	waitFor(t, 15*time.Second, "the record to reach "+dropped, func() bool { return fx.records(dropped) == 1 })
 	stop()
 
 	logs := &logBuffer{}
@@ -40,9 +42,9 @@ func TestDroppedLevel(t *testing.T) {
 	_, stop = fx.start(cfg)
 
 	t.Run("the record in the dropped level is delivered once, never early", func(t *testing.T) {
-		got := arrived.Until(30*time.Second, atLeast(1))
+		got := arrived.Until(45*time.Second, atLeast(1))
 		if len(got) != 1 {
-			t.Fatalf("%d records delivered within 30s of the restart, want the one left in %s", len(got), dropped)
+			t.Fatalf("%d records delivered within 45s of the restart, want the one left in %s", len(got), dropped)
 		}
 		if got[0].At.Before(due) {
 			t.Errorf("delivered %s before it was due", due.Sub(got[0].At))
