@@ -107,6 +107,12 @@ type worker struct {
 	txnMoves    []moveMark              // records moved ahead in the open transaction: undone by an abort
 }
 
+// metadataMaxAge is how often a forwarder's client reloads metadata:
+// the longest a partition added to its source waits before it is read
+// (docs/SCALING.md, TestAddedPartitions). A metadata request per client
+// every 30 s is a few percent of what an idle kdelay sends.
+const metadataMaxAge = 30 * time.Second
+
 type ack struct {
 	e   *entry
 	err error
@@ -180,6 +186,11 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		// A broker that subscribes clients to KIP-714 metrics (kfake does)
 		// would have every forwarder compress and push them while idle.
 		kgo.DisableClientMetrics(),
+		// Partitions added to the source are owned once the group's
+		// leader sees them in its metadata: until then records written
+		// there wait unread, late. franz-go's 5 minutes is the Java
+		// client's default; for a delay system that is 5 minutes late.
+		kgo.MetadataMaxAge(metadataMaxAge),
 	}, w.groupOpts(group)...), cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
 	if cfg.Delivery == ExactlyOnce {
