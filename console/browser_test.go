@@ -2,11 +2,13 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -38,15 +40,15 @@ const browserDelay = 30 * time.Second
 const browserSecret = "Jx8kq2Vb0pXw7sLr4NcT1yZe"
 
 // TestBrowser uses the console as a person does, in headless Chromium driven
-// over the DevTools protocol, against a forwarder on kfake with records
-// pending in two levels and a dead letter, and a console that asks for
-// credentials: without them a page is refused; with them the levels table
-// and the departures show the counts written, the dead letter is listed, a
-// schedule is listed with its next occurrence, an
-// action whose form lost its CSRF token is refused, a message found by
-// its id and cancelled from the page is not delivered, while its twin due
-// at the same time is, and the dead letter replayed from the page is back
-// in the ingress.
+// over the DevTools protocol, against a forwarder on the test broker with
+// records pending in two levels and a dead letter, and a console that asks
+// for credentials: without them a page is refused; with them the levels
+// table and the departures show the counts written, the dead letter is
+// listed, a schedule is listed with its next occurrence, an action whose
+// form lost its CSRF token is refused, a message found by its id and
+// cancelled from the page is not delivered, while its twin due at the same
+// time is, and the dead letter replayed from the page is back in the
+// ingress.
 func TestBrowser(t *testing.T) {
 	t.Parallel()
 	chromium := findChromium()
@@ -233,7 +235,7 @@ func browser(t *testing.T, path string) context.Context {
 	return ctx
 }
 
-// browserFixture is a forwarder on kfake and a console with actions on,
+// browserFixture is a forwarder, consuming, and a console with actions on,
 // that asks for browserSecret and shows the forwarder's metrics.
 type browserFixture struct {
 	*fixture
@@ -267,7 +269,9 @@ func setupBrowser(t *testing.T) browserFixture {
 	}
 	f.srv = httptest.NewServer(c)
 	t.Cleanup(f.srv.Close)
-	return browserFixture{f, metrics}
+	b := browserFixture{f, metrics}
+	b.waitConsuming()
+	return b
 }
 
 // send writes a record to the ingress as a producer does: for the target,
@@ -284,15 +288,35 @@ func (b browserFixture) send(id string, delay time.Duration) {
 // own reading of Kafka counts them.
 func (b browserFixture) waitPending(level string, n int64) {
 	b.t.Helper()
+	b.waitStatus(fmt.Sprintf("level %s did not reach %d pending", level, n), func(st []fleet.LevelStatus) bool {
+		return slices.ContainsFunc(st, func(s fleet.LevelStatus) bool { return s.Level == level && s.Pending == n })
+	})
+}
+
+// waitConsuming waits until the group of every stage is Stable with a
+// member, as the console's own reading of Kafka sees them. A record written
+// before the ingress consumes is routed late, and one routed more than the
+// forwarder's maxHopAge after its timestamp is planned from then (hopBase):
+// a delay of exactly 1h would take the 10s level, not 1h. On a real broker
+// the groups join some seconds after the forwarder is ready.
+func (b browserFixture) waitConsuming() {
+	b.t.Helper()
+	b.waitStatus("the groups did not all become Stable with a member", func(st []fleet.LevelStatus) bool {
+		return len(st) > 0 && !slices.ContainsFunc(st, func(s fleet.LevelStatus) bool { return s.State != "Stable" || s.Members == 0 })
+	})
+}
+
+// waitStatus polls the fleet's status until ok holds for it, and fails the
+// test with what and the last status if it does not within 30s.
+func (b browserFixture) waitStatus(what string, ok func([]fleet.LevelStatus) bool) {
+	b.t.Helper()
 	deadline := time.Now().Add(30 * time.Second)
 	var last []fleet.LevelStatus
+	var err error
 	for time.Now().Before(deadline) {
-		st, err := b.fleet.Status(context.Background(), time.Now(), nil)
-		last = st
-		for _, s := range st {
-			if err == nil && s.Level == level && s.Pending == n {
-				return
-			}
+		last, err = b.fleet.Status(context.Background(), time.Now(), nil)
+		if err == nil && ok(last) {
+			return
 		}
 		select {
 		case <-time.After(100 * time.Millisecond): // a deadline-bounded poll
@@ -300,7 +324,7 @@ func (b browserFixture) waitPending(level string, n int64) {
 			return
 		}
 	}
-	b.t.Fatalf("level %s did not reach %d pending within 30s: %+v", level, n, last)
+	b.t.Fatalf("%s within 30s: %v %+v", what, err, last)
 }
 
 // waitDelivered waits until the forwarder has counted n deliveries.
