@@ -25,6 +25,7 @@ type collector struct {
 	mu       sync.Mutex
 	groups   [][]*lateness // by id: the groups each record counts in
 	seen     []bool
+	named    map[string]int  // ids by a kdelay-id the benchmark did not number: a schedule's occurrences
 	arrived  int             // distinct expected records
 	strange  int64           // records without our id or a kdelay-deliver-at
 	next     map[int32]int64 // by partition: the offset after the last record read
@@ -66,6 +67,18 @@ func (c *collector) expect(groups ...*lateness) []byte {
 		c.trace.grow()
 	}
 	return strconv.AppendInt(nil, int64(len(c.groups)-1), 10)
+}
+
+// expectNamed registers a record whose kdelay-id is id, not one expect
+// numbered: an occurrence of a schedule, "<schedule>@<time>".
+func (c *collector) expectNamed(id string, groups ...*lateness) {
+	n, _ := strconv.Atoi(string(c.expect(groups...)))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.named == nil {
+		c.named = map[string]int{}
+	}
+	c.named[id] = n
 }
 
 // consume reads the target until ctx ends, then closes the client.
@@ -125,6 +138,10 @@ func (c *collector) reread(r *kgo.Record) bool {
 // arrival records one record; mu must be held.
 func (c *collector) arrival(r *kgo.Record, now time.Time) {
 	id, due, ok := parseDelivered(r)
+	if !ok && c.named != nil {
+		id, ok = c.named[headerString(r, kdelay.HeaderID)]
+		ok = ok && !due.IsZero()
+	}
 	if !ok || id < 0 || id >= len(c.groups) {
 		c.strange++
 		return
@@ -202,4 +219,14 @@ func (c *collector) waitFor(ctx context.Context, deadline time.Time, done func()
 		case <-c.progress:
 		}
 	}
+}
+
+// headerString is the value of r's first header called key, or "".
+func headerString(r *kgo.Record, key string) string {
+	for _, h := range r.Headers {
+		if h.Key == key {
+			return string(h.Value)
+		}
+	}
+	return ""
 }

@@ -80,7 +80,7 @@ in each mode.`,
 	}
 	f.add(cmd.PersistentFlags())
 	w.add(cmd.Flags())
-	cmd.AddCommand(newBenchScale(&f), newBenchFaults(&f), newBenchCommands(&f), newBenchSoak(&f), newBenchSweep(&f))
+	cmd.AddCommand(newBenchScale(&f), newBenchFaults(&f), newBenchCommands(&f), newBenchSoak(&f), newBenchSweep(&f), newBenchSchedules(&f))
 	return cmd
 }
 

@@ -18,6 +18,11 @@ func TestBenchBadWorkload(t *testing.T) {
 		{[]string{"bench", "--copy", "-5"}, "kdelay: copy: -5 is negative; use 0 to leave that part out"},
 		{[]string{"bench", "scale", "--pending", "-1"}, "kdelay: pending: -1 is negative; give a number of records such as 100000"},
 		{[]string{"bench", "commands", "--commands", "-1"}, "kdelay: commands: -1 is negative; give a number of live cancels such as 1000000"},
+		{[]string{"bench", "schedules", "--schedules", "10", "--timed", "20"},
+			"kdelay: schedules 10, timed 20: time at least one, and no more than there are schedules, e.g. --schedules 100000 --timed 100"},
+		{[]string{"bench", "schedules", "--every", "1500ms"}, "kdelay: every: 1.5s; use whole seconds, e.g. 1s"},
+		{[]string{"bench", "schedules", "--in-process"},
+			"kdelay: --in-process does not apply to schedules: it measures the memory of a kdelay serve process of its own"},
 	}
 	for _, tt := range tests {
 		t.Run(strings.Join(tt.args, " "), func(t *testing.T) {

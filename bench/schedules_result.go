@@ -1,0 +1,118 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/kdelay/kdelay/forwarder"
+)
+
+// SchedulesReport is what Schedules measured: plain data, which
+// WriteSchedulesTable and WriteSchedulesJSON write out. Durations are
+// nanoseconds in JSON, memory bytes.
+type SchedulesReport struct {
+	Started    time.Time          `json:"started"`
+	Elapsed    time.Duration      `json:"elapsed_ns"`
+	Machine    Machine            `json:"machine"`
+	Broker     string             `json:"broker"`
+	Runner     string             `json:"runner"`
+	Delivery   forwarder.Delivery `json:"delivery"`
+	ServeFlags []string           `json:"serve_flags,omitempty"`
+
+	Schedules int           `json:"schedules"` // in force, timed ones included
+	Timed     int           `json:"timed"`
+	Every     time.Duration `json:"every_ns"`
+	For       time.Duration `json:"for_ns"`
+	Warmup    time.Duration `json:"warmup_ns"`
+
+	// Write is how long the benchmark took to write the schedules that
+	// are not timed; Load, how long after that kdelay serve had them all
+	// in force (kdelay_schedules).
+	Write time.Duration `json:"write_ns"`
+	Load  time.Duration `json:"load_ns"`
+
+	// RSSEmpty is kdelay serve's resident memory before any schedule,
+	// RSSLoaded with the schedules in force, once settled; PeakRSS its
+	// kernel high-water mark over the whole run; -1 if unread. Shared:
+	// they are the benchmark's own process's (InProcess).
+	RSSEmpty  int64 `json:"rss_empty_bytes"`
+	RSSLoaded int64 `json:"rss_loaded_bytes"`
+	PeakRSS   int64 `json:"peak_rss_bytes"`
+	Shared    bool  `json:"shared,omitempty"`
+
+	// Occurrences are the timed schedules' occurrences due from Warmup
+	// into the timed span to its end; Warm, those due before, judged
+	// for loss and earliness only; Floor, a plain timer's record produced
+	// to the same target at each of Occurrences' times.
+	Occurrences Group `json:"occurrences"`
+	Warm        Group `json:"warm"`
+	Floor       Group `json:"floor"`
+}
+
+func newSchedulesReport(cfg *SchedulesConfig) *SchedulesReport {
+	return &SchedulesReport{
+		Started: time.Now(), Broker: brokerName(cfg.Brokers), Runner: cfg.Runner.String(), Delivery: cfg.Delivery,
+		ServeFlags: cfg.ServeFlags, Schedules: cfg.Schedules, Timed: cfg.Timed, Every: cfg.Every, For: cfg.For,
+		Warmup: cfg.Warmup, RSSEmpty: -1, RSSLoaded: -1, PeakRSS: -1,
+	}
+}
+
+// PerSchedule is the resident memory each schedule added, in bytes: the
+// loaded RSS less the empty, over the schedules; 0 if either is unread.
+func (r *SchedulesReport) PerSchedule() float64 {
+	if r.RSSEmpty <= 0 || r.RSSLoaded <= 0 || r.Schedules == 0 {
+		return 0
+	}
+	return float64(r.RSSLoaded-r.RSSEmpty) / float64(r.Schedules)
+}
+
+// Met reports whether every occurrence due within the run arrived, none
+// early.
+func (r *SchedulesReport) Met() bool {
+	return r.Occurrences.Sent > 0 && r.Occurrences.Lost == 0 && r.Warm.Lost == 0 &&
+		r.Occurrences.Early == 0 && r.Warm.Early == 0
+}
+
+// WriteSchedulesTable writes the report for a reader.
+func WriteSchedulesTable(w io.Writer, r *SchedulesReport) error {
+	fmt.Fprintf(w, "kdelay bench schedules on %s, %s, delivery %s; run took %s\n", r.Broker, r.Runner, r.Delivery, r.Elapsed.Round(time.Second))
+	if len(r.ServeFlags) > 0 {
+		fmt.Fprintf(w, "kdelay serve flags: %s\n", strings.Join(r.ServeFlags, " "))
+	}
+	fmt.Fprintf(w, "Machine %d CPUs (%s), GOMAXPROCS %d, %s, steal %s\n", r.Machine.CPUs, r.Machine.Model, r.Machine.GOMAXPROCS, r.Machine.Go, percent(r.Machine.Steal))
+	fmt.Fprintf(w, "%d schedules written in %s, in force in kdelay serve %s later\n", r.Schedules-r.Timed, r.Write.Round(time.Millisecond), r.Load.Round(time.Millisecond))
+	shared := ""
+	if r.Shared {
+		shared = " (the benchmark's own process: broker and benchmark included)"
+	}
+	fmt.Fprintf(w, "kdelay serve RSS%s: %s MiB with no schedule, %s MiB with %d (%.0f bytes a schedule), peak %s MiB\n",
+		shared, mib(r.RSSEmpty), mib(r.RSSLoaded), r.Schedules, r.PerSchedule(), mib(r.PeakRSS))
+	fmt.Fprintf(w, "%d schedules @every %s timed for %s; lateness of the occurrences due from %s in, beside the floor (a timer and one produce at each occurrence's time)\n\n",
+		r.Timed, r.Every, r.For, r.Warmup)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "group\tsent\tdelivered\tlost\tearly\tduplicates\tp50\tp90\tp99\tmax\t\n")
+	for _, g := range []Group{r.Occurrences, r.Floor, r.Warm} {
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t\n", g.Name, g.Sent, g.Delivered, g.Lost, g.Early, g.Duplicates,
+			ms(g.P50), ms(g.P90), ms(g.P99), ms(g.Max))
+	}
+	return tw.Flush()
+}
+
+// mib is bytes in MiB, "-" when unread.
+func mib(b int64) string {
+	if b < 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f", float64(b)/(1<<20))
+}
+
+// WriteSchedulesJSON writes r as indented JSON.
+func WriteSchedulesJSON(w io.Writer, r *SchedulesReport) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
