@@ -56,6 +56,9 @@ func TestScheduleMetrics(t *testing.T) {
 		t.Errorf("kdelay_schedule_next_occurrence_timestamp_seconds = %s (present %v), want a minute after %s", at, ok, now)
 	}
 
+	t.Run("the alerts name only metrics that exist", func(t *testing.T) {
+		checkNamed(t, samples, func(name string) bool { return strings.HasPrefix(name, scheduleMetrics) }, "../docs/prometheus/alerts.yml")
+	})
 	t.Run("docs/OPERATING.md lists each", func(t *testing.T) {
 		text, err := os.ReadFile("../docs/OPERATING.md")
 		if err != nil {
