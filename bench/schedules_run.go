@@ -150,7 +150,7 @@ func (r *schedulesRun) writeIdle(ctx context.Context, rules kdelay.Rules, n int)
 	at := now.UTC().Add(12 * time.Hour)
 	f := kdelay.ScheduleFields{Spec: fmt.Sprintf("0 %d %d * * *", at.Minute(), at.Hour()), Target: r.soak.s.target}
 	value := randomValue()
-	var failed atomic.Value
+	var failed atomic.Pointer[error] // the first the broker refused
 	for i := range n {
 		if err := ctx.Err(); err != nil {
 			return err
@@ -161,15 +161,15 @@ func (r *schedulesRun) writeIdle(ctx context.Context, rules kdelay.Rules, n int)
 		}
 		r.soak.c.cl.Produce(ctx, rec, func(_ *kgo.Record, err error) {
 			if err != nil {
-				failed.CompareAndSwap(nil, err)
+				failed.CompareAndSwap(nil, &err)
 			}
 		})
 	}
 	if err := r.soak.c.cl.Flush(ctx); err != nil {
 		return err
 	}
-	if err, _ := failed.Load().(error); err != nil {
-		return fmt.Errorf("write the schedules: %w", err)
+	if err := failed.Load(); err != nil {
+		return fmt.Errorf("write the schedules: %w", *err)
 	}
 	return nil
 }
