@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"os"
 	"slices"
 	"strings"
 	"sync"
@@ -29,7 +30,9 @@ import (
 // occurrence acknowledged, its progress never written) or as it commits
 // the transaction of both (exactly-once: neither committed). On a real
 // cluster (KDELAY_TEST_BROKERS) the kill lands where it lands, and the
-// test says whether it hit the window.
+// test says whether it hit the window; so it does on the embedded broker
+// (`kdelay serve --data-dir`), which dies with serve and comes back from
+// its data directory.
 //
 // What docs/SCHEDULES.md's Guarantees promise, checked on the ingress and
 // on the target:
@@ -47,37 +50,48 @@ import (
 //     occurrence once.
 func TestScheduleKill(t *testing.T) {
 	t.Parallel()
-	for _, delivery := range []forwarder.Delivery{forwarder.AtLeastOnce, forwarder.ExactlyOnce} {
-		t.Run(string(delivery), func(t *testing.T) {
-			t.Parallel()
-			k := setupScheduleKill(t, delivery)
-			k.start()
-			sched := k.schedule("beat")
-			if got := k.target.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 3 }); len(got) < 3 {
-				t.Fatalf("%d occurrences arrived within 30s of the schedule, want 3 before the kill", len(got))
+	for _, embedded := range []bool{false, true} {
+		for _, delivery := range []forwarder.Delivery{forwarder.AtLeastOnce, forwarder.ExactlyOnce} {
+			name := string(delivery)
+			if embedded {
+				name = "embedded broker/" + name
 			}
-			killedAt := k.kill()
-			k.start()
-
-			// The killed process wrote its occurrences up to a minute
-			// ahead; wait for 5 s of those only the restarted one wrote.
-			written := k.writtenBy(killedAt)
-			lastA := slices.MaxFunc(slices.Collect(maps.Keys(written.before)), time.Time.Compare)
-			end := lastA.Add(5 * time.Second)
-			var want []string
-			for at := sched.Next(sched.Start); !at.After(end); at = sched.Next(at) {
-				want = append(want, kdelay.OccurrenceID("beat", at))
-			}
-			// The schedule goes on firing: a duplicate of one of want would
-			// arrive on time, so 2 s past the last of them it would be in.
-			got := k.target.Until(time.Until(end)+30*time.Second, func(got []kafkatest.Arrival) bool {
-				ids := kafkatest.IDs(got)
-				return !slices.ContainsFunc(want, func(id string) bool { return ids[id] == 0 }) && time.Now().After(end.Add(2*time.Second))
+			t.Run(name, func(t *testing.T) {
+				t.Parallel()
+				testScheduleKill(t, setupScheduleKill(t, delivery, embedded))
 			})
-			written = k.writtenBy(killedAt)
-			k.check(t, want, got, written, killedAt)
-		})
+		}
 	}
+}
+
+func testScheduleKill(t *testing.T, k *scheduleKill) {
+	k.start()
+	sched := k.schedule("beat")
+	if got := k.target.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(got) >= 3 }); len(got) < 3 {
+		t.Fatalf("%d occurrences arrived within 30s of the schedule, want 3 before the kill", len(got))
+	}
+	killedAt := k.kill()
+	k.start()
+
+	// The killed process wrote its occurrences up to a minute ahead; once
+	// the restarted one writes, wait for 5 s of those only it wrote.
+	var w written
+	if !eventually(60*time.Second, func() bool { w = k.writtenBy(killedAt); return len(w.after) > 0 }) {
+		t.Fatal("the restarted process wrote no occurrence within 60s")
+	}
+	lastA := slices.MaxFunc(slices.Collect(maps.Keys(w.before)), time.Time.Compare)
+	end := lastA.Add(5 * time.Second)
+	var want []string
+	for at := sched.Next(sched.Start); !at.After(end); at = sched.Next(at) {
+		want = append(want, kdelay.OccurrenceID("beat", at))
+	}
+	// The schedule goes on firing: a duplicate of one of want would
+	// arrive on time, so 2 s past the last of them it would be in.
+	got := k.target.Until(time.Until(end)+30*time.Second, func(got []kafkatest.Arrival) bool {
+		ids := kafkatest.IDs(got)
+		return !slices.ContainsFunc(want, func(id string) bool { return ids[id] == 0 }) && time.Now().After(end.Add(2*time.Second))
+	})
+	k.check(t, want, got, k.writtenBy(killedAt), killedAt)
 }
 
 // check asserts the guarantees of TestScheduleKill on what the target
@@ -162,26 +176,40 @@ type scheduleKill struct {
 	mu          sync.Mutex // guards serve: the kill comes from kfake's goroutine
 }
 
-func setupScheduleKill(t *testing.T, delivery forwarder.Delivery) *scheduleKill {
+func setupScheduleKill(t *testing.T, delivery forwarder.Delivery, embedded bool) *scheduleKill {
 	t.Helper()
 	if testing.Short() {
 		t.Skip("starts, kills and restarts kdelay serve for over a minute; skipped with -short")
 	}
-	cluster := kafkatest.New(t)
 	name := kafkatest.Name(t)
-	cluster.DeleteOnCleanup(name)
-	k := &scheduleKill{t: t, cluster: cluster, name: name, exactlyOnce: delivery == forwarder.ExactlyOnce,
-		targeted: cluster.Fake != nil, killed: make(chan time.Time, 1)}
-	cluster.CreateTopic(name+".target", 3, nil)
-	k.args = []string{"serve", "--brokers", strings.Join(cluster.Brokers, ","), "--topic-prefix", name, "--group", name,
-		"--levels", "1s,2s,5s", "--partitions", "3", "--delivery", string(delivery), "--instance-id", "sched",
-		"--log-level", "debug"}
-	k.ingress = cluster.Collect(k.topics().Ingress())
-	k.target = cluster.Collect(name+".target", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
-	if k.targeted {
+	k := &scheduleKill{t: t, name: name, exactlyOnce: delivery == forwarder.ExactlyOnce, killed: make(chan time.Time, 1)}
+	k.args = []string{"serve", "--topic-prefix", name, "--group", name, "--levels", "1s,2s,5s", "--partitions", "3",
+		"--delivery", string(delivery), "--instance-id", "sched", "--log-level", "debug"}
+	if embedded {
+		if os.Getenv(kafkatest.EnvBrokers) != "" {
+			t.Skip("about the embedded broker; this run uses KDELAY_TEST_BROKERS")
+		}
+		// The same address and data directory across the kill: the
+		// broker dies with serve and comes back with what it had written.
+		k.args = append(k.args, "--listen", closedPort(t), "--data-dir", t.TempDir())
+		return k // connected once serve has started its broker
+	}
+	k.connect(kafkatest.New(t))
+	k.cluster.DeleteOnCleanup(name)
+	k.args = append(k.args, "--brokers", strings.Join(k.cluster.Brokers, ","))
+	if k.targeted = k.cluster.Fake != nil; k.targeted {
 		k.killAtProgress()
 	}
 	return k
+}
+
+// connect creates the target on cluster and starts reading the ingress and
+// the target.
+func (k *scheduleKill) connect(cluster *kafkatest.Cluster) {
+	k.cluster = cluster
+	cluster.CreateTopic(k.name+".target", 3, nil)
+	k.ingress = cluster.Collect(k.topics().Ingress())
+	k.target = cluster.Collect(k.name+".target", kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
 func (k *scheduleKill) topics() kdelay.Topics { return kdelay.Topics{Prefix: k.name} }
@@ -191,6 +219,9 @@ func (k *scheduleKill) start() {
 	k.mu.Lock()
 	k.serve = p
 	k.mu.Unlock()
+	if k.cluster == nil {
+		k.connect(kafkatest.At(k.t, strings.Split(p.brokers, ",")))
+	}
 }
 
 // schedule writes schedule id, @every 1s, into the schedules topic once
@@ -198,8 +229,14 @@ func (k *scheduleKill) start() {
 func (k *scheduleKill) schedule(id string) kdelay.Schedule {
 	t := k.t
 	t.Helper()
-	if !eventually(30*time.Second, func() bool { return topicExists(t, k.serve.brokers, k.topics().Schedules()) }) {
-		t.Fatalf("serve did not create %s within 30s", k.topics().Schedules())
+	// Written before the scheduler has loaded its partitions (on Kafka its
+	// group first waits group.initial.rebalance.delay.ms, 3 s), the first
+	// occurrences would fall due before any kdelay could write them, and
+	// the missed-occurrence policy deliver only the latest of them: true,
+	// but not what this test is about. Each partition of the schedules
+	// topic (--partitions 3) logs its loading.
+	if !eventually(30*time.Second, func() bool { return strings.Count(k.serve.out.String(), "msg=schedules_loaded") >= 3 }) {
+		t.Fatalf("the scheduler did not load the 3 partitions of %s within 30s", k.topics().Schedules())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
