@@ -216,8 +216,35 @@ func (s *state) applySchedule(e *entry, r *kgo.Record) {
 		s.cfg.Logger.Warn("schedule_invalid", "id", e.id, "source", kdelay.Source(r.Topic, r.Partition, r.Offset), "err", err)
 		return
 	}
-	e.sched, e.live, e.value, e.headers = sched, true, r.Value, user
+	e.sched, e.live = sched, true
+	e.value, e.headers = detach(r.Value, user)
 	s.inForce++
+}
+
+// detach copies a record's value and headers into one buffer of their own:
+// as fetched, each is a slice of the whole batch the record came in, which
+// a schedule kept for its life would keep alive, and every batch of the
+// partition with it.
+func detach(value []byte, hs []kgo.RecordHeader) ([]byte, []kgo.RecordHeader) {
+	n := len(value)
+	for _, h := range hs {
+		n += len(h.Value)
+	}
+	buf := append(make([]byte, 0, n), value...)
+	value = buf[:len(value):len(value)]
+	var out []kgo.RecordHeader
+	if len(hs) > 0 {
+		out = make([]kgo.RecordHeader, len(hs))
+	}
+	for i, h := range hs {
+		out[i].Key = h.Key
+		if h.Value != nil { // a null header stays null
+			start := len(buf)
+			buf = append(buf, h.Value...)
+			out[i].Value = buf[start:len(buf):len(buf)]
+		}
+	}
+	return value, out
 }
 
 // applyProgress takes a progress record of e. Progress only moves forward:

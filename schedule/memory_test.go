@@ -1,0 +1,123 @@
+package schedule
+
+import (
+	"context"
+	"fmt"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// maxScheduleBytes is the live heap a schedule in force may cost the
+// process that owns it: a hundred-byte value, one header of the user's and
+// a daily cron. A million schedules cost a million times this, in every
+// fleet that has them (docs/BENCHMARKS.md, "Schedules", has what kdelay
+// serve's RSS does).
+const maxScheduleBytes = 700
+
+// TestScheduleMemory loads schedules from the schedules topic, as a
+// process that takes its partitions does, and holds the live heap each one
+// costs. A value or header kept as read would keep the whole fetched batch
+// it is a slice of alive, every batch of the partition with it.
+//
+// Not parallel: the heap is the process's, and a test running beside this
+// one would count in it.
+func TestScheduleMemory(t *testing.T) {
+	const n = 50_000
+	cluster := kafkatest.New(t)
+	name := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(name)
+	cfg := Config{Brokers: cluster.Brokers, Topics: kdelay.Topics{Prefix: name}, Group: name, InstanceID: "memory", Partitions: 1}
+	writeSchedules(t, cluster, cfg.Topics, n)
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for s.Stats().Schedules < n && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond) // a deadline-bounded poll
+	}
+	if got := s.Stats().Schedules; got != n {
+		t.Fatalf("%d schedules in force a minute after the scheduler started, want %d", got, n)
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	per := float64(int64(after.HeapAlloc)-int64(before.HeapAlloc)) / n
+	t.Logf("%d schedules in force: %.0f bytes of live heap each", n, per)
+	if per > maxScheduleBytes {
+		t.Errorf("a schedule in force costs %.0f bytes of live heap, more than %d: a million would cost %.0f MB. Keep no slice of a fetched record (its value, its headers): it keeps the whole batch alive",
+			per, maxScheduleBytes, per)
+	}
+	runtime.KeepAlive(s)
+}
+
+// writeSchedules writes n schedules into topics' schedules topic, which it
+// creates with one partition: a daily cron twelve hours away, so that none
+// writes an occurrence, a value of 100 bytes and a header of the user's.
+func writeSchedules(t *testing.T, cluster *kafkatest.Cluster, topics kdelay.Topics, n int) {
+	t.Helper()
+	cluster.CreateTopic(topics.Schedules(), 1, map[string]*string{"cleanup.policy": ptr("compact")})
+	cl, err := kgo.NewClient(kgo.SeedBrokers(cluster.Brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close() // before the heap is read: its buffers are not the scheduler's
+	now := time.Now()
+	at := now.UTC().Add(12 * time.Hour)
+	f := kdelay.ScheduleFields{Spec: fmt.Sprintf("0 %d %d * * *", at.Minute(), at.Hour()), Target: "memory-target"}
+	rules := kdelay.Rules{Topics: topics, MaxDelay: kdelay.DefaultMaxDelay}
+	value := make([]byte, 100)
+	user := []kgo.RecordHeader{{Key: "source", Value: []byte("memory-test")}}
+	for i := range n {
+		r, _, err := Record(rules, "schedule-"+strconv.Itoa(i), f, value, user, now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cl.Produce(context.Background(), r, func(_ *kgo.Record, err error) {
+			if err != nil {
+				t.Errorf("write a schedule: %v", err)
+			}
+		})
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if err := cl.Flush(ctx); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestDetach: a schedule's value and headers are its own copy, equal to
+// what was read, a null header still null, and none shares the fetched
+// record's memory.
+func TestDetach(t *testing.T) {
+	t.Parallel()
+	batch := []byte("value|a|")
+	hs := []kgo.RecordHeader{{Key: "a", Value: batch[6:7]}, {Key: "null"}, {Key: "empty", Value: batch[8:]}}
+	value, got := detach(batch[:5], hs)
+	for i := range batch {
+		batch[i] = 'x' // the batch reused, as a fetch buffer is
+	}
+	if string(value) != "value" || len(got) != 3 || got[0].Key != "a" || string(got[0].Value) != "a" ||
+		got[1].Key != "null" || got[1].Value != nil || got[2].Key != "empty" || got[2].Value == nil || len(got[2].Value) != 0 {
+		t.Errorf("detach gave value %q, headers %+v; want value, a=a, null null, empty empty and not null, none changed with the batch", value, got)
+	}
+}
