@@ -73,10 +73,15 @@ func GroupRetryTimeout(session time.Duration) kgo.Opt {
 	return kgo.RetryTimeoutFn(func(key int16) time.Duration {
 		switch kmsg.Key(key) {
 		case kmsg.Heartbeat, kmsg.JoinGroup, kmsg.SyncGroup, kmsg.OffsetCommit, kmsg.TxnOffsetCommit:
-			return max(session, 45*time.Second)
+			return groupRetry(session)
 		}
 		return 30 * time.Second // franz-go's default for the rest
 	})
+}
+
+// groupRetry is how long GroupRetryTimeout's requests go on trying.
+func groupRetry(session time.Duration) time.Duration {
+	return max(session, 45*time.Second)
 }
 
 // heartbeatInterval is a tenth of the session timeout, at most franz-go's

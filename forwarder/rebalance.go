@@ -2,7 +2,9 @@ package forwarder
 
 import (
 	"context"
+	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -44,27 +46,130 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 	w.nudge()
 }
 
-// lost runs when the group moved on without us (a session timeout, or every
-// member's session ending while the broker restarts): another member may
-// already own the partitions, so nothing is committed. Where each partition's
-// acknowledged work ended is remembered instead: when the partition comes
-// back to this process, which after a broker restart is the rule, it resumes
-// there rather than re-delivering everything since the last commit.
-func (w *worker) lost(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+// lost runs when this member's group session ended. Either the group moved
+// on without it (a session timeout: another member may own the partitions
+// already), or the client gave up on a coordinator that still holds it in the
+// group: franz-go ends the session at the first heartbeat error it does not
+// retry, and while a coordinator's broker is dead it sends FindCoordinator to
+// any broker, the dead one included, whose refused dial it does not retry
+// (issue 20). The partitions may then go to another member, which reads them
+// from the group's last commit, and commits fail while the coordinator is
+// away: every record handed on since would be delivered again.
+//
+// So it commits what was handed on, with the session that ended, before the
+// client joins again. The broker takes that commit only while the session's
+// generation is still the group's and the member still in it, that is before
+// any other member can own the partitions; once the group moved on, it
+// refuses it (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and
+// nothing another member committed is overwritten. It tries for as long as the
+// group's own requests try while the coordinator does not answer
+// (groupRetry); the failover of a coordinator takes seconds, and the member
+// could not join again before it anyway.
+//
+// Where each partition's acknowledged work ended is also remembered: when the
+// partition comes back to this process, which after a broker restart is the
+// rule, it resumes there even when the commit was refused, rather than
+// re-delivering everything since the last commit.
+//
+// In exactly-once delivery, acknowledged is not committed: the open
+// transaction may abort, so the partitions only start again from their last
+// commit, and nothing is committed from here.
+func (w *worker) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+	offsets, runCtx := w.dropLost(lost[w.source])
+	if len(offsets) == 0 {
+		return
+	}
+	// A worker told to stop gives up at once: its shutdown must not wait
+	// behind this commit, which holds the client's commits back.
+	if runCtx != nil {
+		ctx = runCtx
+	}
+	ctx, cancel := context.WithTimeout(ctx, groupRetry(w.cfg.SessionTimeout))
+	defer cancel()
+	w.commitLost(ctx, offsets)
+}
+
+// dropLost forgets the partitions ids and returns, in at-least-once delivery,
+// the commit points of those that moved past their last commit, with the
+// loop's context (nil before it runs).
+func (w *worker) dropLost(ids []int32) (map[int32]kgo.EpochOffset, context.Context) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	// In exactly-once delivery, acknowledged is not committed: the open
-	// transaction may abort, so the partition starts again from its last
-	// commit.
+	var offsets map[int32]kgo.EpochOffset
 	if w.txn == nil {
 		// Acknowledgements the loop has not applied yet count too: it
 		// sleeps until something is due, not until a produce succeeds.
 		w.applyAcks(w.cfg.NowFunc())
-		w.rememberHandedOn(lost[w.source])
+		w.rememberHandedOn(ids)
+		_, all := w.uncommitted()
+		offsets = map[int32]kgo.EpochOffset{}
+		for _, id := range ids {
+			if o, ok := all[id]; ok {
+				offsets[id] = o
+			}
+		}
 	}
-	w.forget(lost[w.source])
-	w.owners.set(w.source, lost[w.source], false)
+	w.forget(ids)
+	w.owners.set(w.source, ids, false)
 	w.nudge()
+	return offsets, w.runCtx
+}
+
+// lostCommitBackoff is the wait between two tries of commitLost: the client
+// backs off between its own retries of each.
+const lostCommitBackoff = 250 * time.Millisecond
+
+// commitLost commits offsets with the group session that just ended, until
+// the broker takes them, refuses them for good, or ctx ends. It runs without
+// mu: the partitions are forgotten already.
+func (w *worker) commitLost(ctx context.Context, offsets map[int32]kgo.EpochOffset) {
+	for {
+		res := w.sendCommit(ctx, nil, offsets)
+		var err error
+		offsets, err = lostLeft(res)
+		if len(offsets) == 0 {
+			if err != nil {
+				// The group moved on: another member may own the
+				// partitions, and its commits stand.
+				w.log.Info("commit_after_lost_refused", "err", err)
+			} else {
+				w.log.Info("committed_after_lost", "offsets", res.offsets)
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+			w.log.Warn("commit_after_lost_failed", "offsets", offsets, "err", err)
+			return
+		case <-time.After(lostCommitBackoff):
+		}
+	}
+}
+
+// lostLeft returns the offsets of res to try again, and the error that
+// refused or failed them: all of them after a request that failed (the
+// coordinator did not answer), those the broker refused with an error that
+// may pass (a coordinator loading or moving); none once the rest were taken
+// or refused for good.
+func lostLeft(res commitResult) (map[int32]kgo.EpochOffset, error) {
+	if res.err != nil {
+		return res.offsets, res.err
+	}
+	left := map[int32]kgo.EpochOffset{}
+	var last error
+	for _, t := range res.resp.Topics {
+		for _, rp := range t.Partitions {
+			err := kerr.ErrorForCode(rp.ErrorCode)
+			if err == nil {
+				continue
+			}
+			last = err
+			if kerr.IsRetriable(err) {
+				left[rp.Partition] = res.offsets[rp.Partition]
+			}
+		}
+	}
+	return left, last
 }
 
 // rememberHandedOn notes each partition's commit point, for adjustOffsets.
