@@ -3,9 +3,11 @@ package forwarder
 import (
 	"context"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -75,11 +77,12 @@ func TestLostPartitionsResume(t *testing.T) {
 
 // TestLostSessionCommits checks that a forwarder whose group session ended
 // in its client, while the broker still held it in the group, commits what it
-// handed on with that session before it lets the partitions go, so that the
-// member they go to next delivers none of it again. franz-go ends a session
-// so at a heartbeat error it does not retry: on a cluster, a FindCoordinator
-// that reaches the coordinator's dead broker twice in a row while the
-// coordinator fails over (issue 20), when commits fail too.
+// handed on with that session before it lets the partitions go, the records
+// in flight included, so that the member they go to next delivers none of it
+// again. franz-go ends a session so at a heartbeat error it does not retry:
+// on a cluster, a FindCoordinator that reaches the coordinator's dead broker
+// twice in a row while the coordinator fails over (issue 20), when commits
+// fail and the produces to the partitions the dead broker led wait too.
 func TestLostSessionCommits(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s"})
@@ -107,6 +110,28 @@ func TestLostSessionCommits(t *testing.T) {
 		t.Fatalf("%d of %d records delivered within 20s", len(got), n)
 	}
 
+	// The target's leader holds A's produces, as a dead leader does until
+	// the partition moves: A takes more records and cannot hand them on.
+	release := make(chan struct{})
+	var held atomic.Int32
+	target := fx.topicID(fx.target)
+	fx.cluster.Fake.ControlKey(int16(kmsg.Produce), func(r kmsg.Request) (kmsg.Response, error, bool) {
+		if producesTo(r, fx.target, target) {
+			held.Add(1)
+			fx.cluster.Fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false
+	})
+	const flying = 10
+	for i := range flying {
+		fx.send("f"+strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+	}
+	for deadline := time.Now().Add(20 * time.Second); held.Load() == 0; time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("no produce to the target held within 20s")
+		}
+	}
+
 	// A does not get back into the group: its partitions go to B, as they
 	// go to another member when the group rebalances before A is back.
 	fromA := func(r kmsg.Request) bool {
@@ -121,7 +146,10 @@ func TestLostSessionCommits(t *testing.T) {
 	if err := ended.Wait(ctx, 1); err != nil {
 		t.Fatalf("no heartbeat failed within 20s: %v", err)
 	}
-	commits.Remove() // the coordinator is back
+	// The target's partitions get a leader again half a second later, and
+	// the coordinator is back.
+	time.AfterFunc(500*time.Millisecond, func() { close(release) })
+	commits.Remove()
 	if ok, committed, end := fx.committedAll(group, fx.cfg.Topics.Ingress(), 20*time.Second); !ok {
 		t.Fatalf("committed %v after the session ended, want the end offsets %v: what A handed on is left to be delivered again", committed, end)
 	}
@@ -134,15 +162,38 @@ func TestLostSessionCommits(t *testing.T) {
 	for i := range more {
 		fx.send("b"+strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
 	}
-	got := arrived.Until(30*time.Second, atLeast(n+more))
+	got := arrived.Until(30*time.Second, atLeast(n+flying+more))
 	for v, c := range kafkatest.Values(got) {
 		if c > 1 {
 			t.Errorf("record %s delivered %d times, want once: B read A's partitions from before what A handed on", v, c)
 		}
 	}
-	if len(kafkatest.Values(got)) != n+more {
-		t.Errorf("%d of %d records delivered", len(kafkatest.Values(got)), n+more)
+	if len(kafkatest.Values(got)) != n+flying+more {
+		t.Errorf("%d of %d records delivered", len(kafkatest.Values(got)), n+flying+more)
 	}
+}
+
+// producesTo reports whether r is a Produce request with records for topic,
+// named or (from v13) given by its id.
+func producesTo(r kmsg.Request, topic string, id [16]byte) bool {
+	for _, t := range r.(*kmsg.ProduceRequest).Topics {
+		if t.Topic == topic || t.TopicID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// topicID is the id of topic.
+func (fx *fixture) topicID(topic string) [16]byte {
+	fx.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	topics, err := kadm.NewClient(fx.cl).ListTopics(ctx, topic)
+	if err != nil {
+		fx.t.Fatalf("describe %s: %v", topic, err)
+	}
+	return topics[topic].ID
 }
 
 // TestRestartKeepsCommittedOffsets checks that a forwarder that starts with

@@ -66,6 +66,13 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 // (groupRetry); the failover of a coordinator takes seconds, and the member
 // could not join again before it anyway.
 //
+// A record handed on and not yet acknowledged holds its partition's commit
+// point, and every record behind it is read again from there, wherever the
+// partition goes next, this process included. A node's failure holds the
+// produces to the partitions it led until their leaders move, seconds in
+// which the others go on: so, as revoked does, it first waits up to
+// ShutdownTimeout for the records in flight.
+//
 // Where each partition's acknowledged work ended is also remembered: when the
 // partition comes back to this process, which after a broker restart is the
 // rule, it resumes there even when the commit was refused, rather than
@@ -75,24 +82,37 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 // transaction may abort, so the partitions only start again from their last
 // commit, and nothing is committed from here.
 func (w *worker) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	offsets, runCtx := w.dropLost(lost[w.source])
-	if len(offsets) == 0 {
-		return
-	}
 	// A worker told to stop gives up at once: its shutdown must not wait
 	// behind this commit, which holds the client's commits back.
-	if runCtx != nil {
+	if runCtx := w.loopContext(); runCtx != nil {
 		ctx = runCtx
+	}
+	if w.txn == nil {
+		fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
+		if err := w.cl.Flush(fctx); err != nil {
+			w.log.Warn("flush_on_lost_failed", "err", err)
+		}
+		cancel()
+	}
+	offsets := w.dropLost(lost[w.source])
+	if len(offsets) == 0 {
+		return
 	}
 	ctx, cancel := context.WithTimeout(ctx, groupRetry(w.cfg.SessionTimeout))
 	defer cancel()
 	w.commitLost(ctx, offsets)
 }
 
+// loopContext is the loop's context, nil before it runs.
+func (w *worker) loopContext() context.Context {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.runCtx
+}
+
 // dropLost forgets the partitions ids and returns, in at-least-once delivery,
-// the commit points of those that moved past their last commit, with the
-// loop's context (nil before it runs).
-func (w *worker) dropLost(ids []int32) (map[int32]kgo.EpochOffset, context.Context) {
+// the commit points of those that moved past their last commit.
+func (w *worker) dropLost(ids []int32) map[int32]kgo.EpochOffset {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var offsets map[int32]kgo.EpochOffset
@@ -112,7 +132,7 @@ func (w *worker) dropLost(ids []int32) (map[int32]kgo.EpochOffset, context.Conte
 	w.forget(ids)
 	w.owners.set(w.source, ids, false)
 	w.nudge()
-	return offsets, w.runCtx
+	return offsets
 }
 
 // lostCommitBackoff is the wait between two tries of commitLost: the client
