@@ -61,17 +61,22 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 // generation is still the group's and the member still in it, that is before
 // any other member can own the partitions; once the group moved on, it
 // refuses it (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID) and
-// nothing another member committed is overwritten. It tries for as long as the
-// group's own requests try while the coordinator does not answer
-// (groupRetry); the failover of a coordinator takes seconds, and the member
-// could not join again before it anyway.
+// nothing another member committed is overwritten.
 //
 // A record handed on and not yet acknowledged holds its partition's commit
 // point, and every record behind it is read again from there, wherever the
 // partition goes next, this process included. A node's failure holds the
 // produces to the partitions it led until their leaders move, seconds in
-// which the others go on: so, as revoked does, it first waits up to
-// ShutdownTimeout for the records in flight.
+// which those to the others go on. So it commits as the records in flight
+// are acknowledged, until every lost partition is committed up to its first
+// record held in memory (or where its reading came), the broker refuses for
+// good, or
+// as long as the group's own requests try while the coordinator does not
+// answer (groupRetry) has passed: the failover of a coordinator and of the
+// leaders takes seconds, and the member could not join again before it
+// anyway. The coordinator drops a member SessionTimeout after its last
+// heartbeat (or after its own load, after a failover), and refuses its
+// commits from then on, which ends the wait.
 //
 // Where each partition's acknowledged work ended is also remembered: when the
 // partition comes back to this process, which after a broker restart is the
@@ -82,25 +87,18 @@ func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]
 // transaction may abort, so the partitions only start again from their last
 // commit, and nothing is committed from here.
 func (w *worker) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	// A worker told to stop gives up at once: its shutdown must not wait
-	// behind this commit, which holds the client's commits back.
-	if runCtx := w.loopContext(); runCtx != nil {
-		ctx = runCtx
-	}
+	ids := lost[w.source]
 	if w.txn == nil {
-		fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
-		if err := w.cl.Flush(fctx); err != nil {
-			w.log.Warn("flush_on_lost_failed", "err", err)
+		// A worker told to stop gives up at once: its shutdown must not
+		// wait behind this commit, which holds the client's commits back.
+		if runCtx := w.loopContext(); runCtx != nil {
+			ctx = runCtx
 		}
-		cancel()
+		ctx, cancel := context.WithTimeout(ctx, groupRetry(w.cfg.SessionTimeout))
+		defer cancel()
+		w.commitLost(ctx, w.lostTargets(ids))
 	}
-	offsets := w.dropLost(lost[w.source])
-	if len(offsets) == 0 {
-		return
-	}
-	ctx, cancel := context.WithTimeout(ctx, groupRetry(w.cfg.SessionTimeout))
-	defer cancel()
-	w.commitLost(ctx, offsets)
+	w.dropLost(ids)
 }
 
 // loopContext is the loop's context, nil before it runs.
@@ -110,86 +108,133 @@ func (w *worker) loopContext() context.Context {
 	return w.runCtx
 }
 
-// dropLost forgets the partitions ids and returns, in at-least-once delivery,
-// the commit points of those that moved past their last commit.
-func (w *worker) dropLost(ids []int32) map[int32]kgo.EpochOffset {
+// lostTargets is, for each partition of ids this worker has read, where its
+// commit point comes once the records in flight are acknowledged: the first
+// record it holds in memory (the loop hands on none while the client calls
+// lost, as a poll waits for the rebalance), or else where its reading came.
+func (w *worker) lostTargets(ids []int32) map[int32]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	var offsets map[int32]kgo.EpochOffset
-	if w.txn == nil {
-		// Acknowledgements the loop has not applied yet count too: it
-		// sleeps until something is due, not until a produce succeeds.
-		w.applyAcks(w.cfg.NowFunc())
-		w.rememberHandedOn(ids)
-		_, all := w.uncommitted()
-		offsets = map[int32]kgo.EpochOffset{}
-		for _, id := range ids {
-			if o, ok := all[id]; ok {
-				offsets[id] = o
+	held := make(map[*entry]bool, len(w.held))
+	for _, e := range w.held {
+		held[e] = true
+	}
+	targets := map[int32]int64{}
+	for _, id := range ids {
+		p, ok := w.parts[id]
+		if !ok || !p.fetched {
+			continue
+		}
+		targets[id] = p.next.Offset
+		for _, e := range p.window {
+			if !e.done && held[e] {
+				targets[id] = e.src.Offset
+				break
 			}
 		}
 	}
-	w.forget(ids)
-	w.owners.set(w.source, ids, false)
-	w.nudge()
-	return offsets
+	return targets
 }
 
-// lostCommitBackoff is the wait between two tries of commitLost: the client
-// backs off between its own retries of each.
+// lostCommitBackoff is the wait between two looks of commitLost at what was
+// acknowledged; the client backs off between its own retries of a commit.
 const lostCommitBackoff = 250 * time.Millisecond
 
-// commitLost commits offsets with the group session that just ended, until
-// the broker takes them, refuses them for good, or ctx ends. It runs without
-// mu: the partitions are forgotten already.
-func (w *worker) commitLost(ctx context.Context, offsets map[int32]kgo.EpochOffset) {
+// commitLost commits, with the group session that just ended, the commit
+// points of the partitions of targets as they move, until each is committed
+// at its target, the broker refuses a commit for good, or ctx ends.
+func (w *worker) commitLost(ctx context.Context, targets map[int32]int64) {
+	var taken map[int32]kgo.EpochOffset
+	var err error
 	for {
-		res := w.sendCommit(ctx, nil, offsets)
-		var err error
-		offsets, err = lostLeft(res)
-		if len(offsets) == 0 {
-			if err != nil {
+		parts, offsets := w.lostProgress(targets)
+		if len(offsets) > 0 {
+			res := w.sendCommit(ctx, parts, offsets)
+			var gone bool
+			if gone, err = w.takeLostCommit(res); gone {
 				// The group moved on: another member may own the
 				// partitions, and its commits stand.
 				w.log.Info("commit_after_lost_refused", "err", err)
-			} else {
-				w.log.Info("committed_after_lost", "offsets", res.offsets)
+				return
+			}
+			if err == nil {
+				taken = res.offsets
+			}
+		}
+		if len(targets) == 0 {
+			if taken != nil {
+				w.log.Info("committed_after_lost", "offsets", taken)
 			}
 			return
 		}
 		select {
 		case <-ctx.Done():
-			w.log.Warn("commit_after_lost_failed", "offsets", offsets, "err", err)
+			w.log.Warn("commit_after_lost_failed", "short_of", targets, "err", err)
 			return
 		case <-time.After(lostCommitBackoff):
 		}
 	}
 }
 
-// lostLeft returns the offsets of res to try again, and the error that
-// refused or failed them: all of them after a request that failed (the
-// coordinator did not answer), those the broker refused with an error that
-// may pass (a coordinator loading or moving); none once the rest were taken
-// or refused for good.
-func lostLeft(res commitResult) (map[int32]kgo.EpochOffset, error) {
-	if res.err != nil {
-		return res.offsets, res.err
+// lostProgress applies the acknowledgements that came, drops from targets the
+// partitions committed at their target (or gone), and returns those of the
+// others whose commit point moved past their last commit, with it.
+func (w *worker) lostProgress(targets map[int32]int64) (map[int32]*partition, map[int32]kgo.EpochOffset) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.applyAcks(w.cfg.NowFunc())
+	parts := map[int32]*partition{}
+	offsets := map[int32]kgo.EpochOffset{}
+	for id, target := range targets {
+		p, ok := w.parts[id]
+		if !ok || p.committed >= target {
+			delete(targets, id)
+			continue
+		}
+		if pt := p.commitPoint(); pt.Offset > p.committed {
+			parts[id], offsets[id] = p, pt
+		}
 	}
-	left := map[int32]kgo.EpochOffset{}
-	var last error
+	return parts, offsets
+}
+
+// takeLostCommit notes what the broker committed of res. gone reports a
+// refusal for good (the group moved on); err is the last failure, one that
+// may pass when gone is false.
+func (w *worker) takeLostCommit(res commitResult) (gone bool, err error) {
+	if res.err != nil {
+		return false, res.err
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
 	for _, t := range res.resp.Topics {
 		for _, rp := range t.Partitions {
-			err := kerr.ErrorForCode(rp.ErrorCode)
-			if err == nil {
+			if perr := kerr.ErrorForCode(rp.ErrorCode); perr != nil {
+				err, gone = perr, gone || !kerr.IsRetriable(perr)
 				continue
 			}
-			last = err
-			if kerr.IsRetriable(err) {
-				left[rp.Partition] = res.offsets[rp.Partition]
+			if p, ok := res.parts[rp.Partition]; ok {
+				p.committed = max(p.committed, res.offsets[rp.Partition].Offset)
 			}
 		}
 	}
-	return left, last
+	return gone, err
+}
+
+// dropLost forgets the partitions ids, remembering in at-least-once delivery
+// where their acknowledged work ended.
+func (w *worker) dropLost(ids []int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.txn == nil {
+		// Acknowledgements the loop has not applied yet count too: it
+		// sleeps until something is due, not until a produce succeeds.
+		w.applyAcks(w.cfg.NowFunc())
+		w.rememberHandedOn(ids)
+	}
+	w.forget(ids)
+	w.owners.set(w.source, ids, false)
+	w.nudge()
 }
 
 // rememberHandedOn notes each partition's commit point, for adjustOffsets.
