@@ -109,31 +109,31 @@ func (w *worker) loopContext() context.Context {
 }
 
 // lostTargets is, for each partition of ids this worker has read, where its
-// commit point comes once the records in flight are acknowledged: the first
-// record it holds in memory (the loop hands on none while the client calls
-// lost, as a poll waits for the rebalance), or else where its reading came.
+// reading came: its commit point comes no further while the client runs lost.
 func (w *worker) lostTargets(ids []int32) map[int32]int64 {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	held := make(map[*entry]bool, len(w.held))
-	for _, e := range w.held {
-		held[e] = true
-	}
 	targets := map[int32]int64{}
 	for _, id := range ids {
-		p, ok := w.parts[id]
-		if !ok || !p.fetched {
-			continue
-		}
-		targets[id] = p.next.Offset
-		for _, e := range p.window {
-			if !e.done && held[e] {
-				targets[id] = e.src.Offset
-				break
-			}
+		if p, ok := w.parts[id]; ok && p.fetched {
+			targets[id] = p.next.Offset
 		}
 	}
 	return targets
+}
+
+// heldBy returns, for each partition, the first record of its window held in
+// memory (a remainder, or a record waiting to retry a failed produce): the
+// loop hands on none while the client runs lost, since a poll waits for the
+// rebalance, so the commit point stops there. mu must be held.
+func (w *worker) heldBy() map[*partition]int64 {
+	first := map[*partition]int64{}
+	for _, e := range w.held {
+		if o, ok := first[e.part]; !e.done && (!ok || e.src.Offset < o) {
+			first[e.part] = e.src.Offset
+		}
+	}
+	return first
 }
 
 // lostCommitBackoff is the wait between two looks of commitLost at what was
@@ -177,16 +177,21 @@ func (w *worker) commitLost(ctx context.Context, targets map[int32]int64) {
 }
 
 // lostProgress applies the acknowledgements that came, drops from targets the
-// partitions committed at their target (or gone), and returns those of the
-// others whose commit point moved past their last commit, with it.
+// partitions committed at their target or at their first record held (or
+// gone), and returns those of the others whose commit point moved past their
+// last commit, with it.
 func (w *worker) lostProgress(targets map[int32]int64) (map[int32]*partition, map[int32]kgo.EpochOffset) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(w.cfg.NowFunc())
+	held := w.heldBy()
 	parts := map[int32]*partition{}
 	offsets := map[int32]kgo.EpochOffset{}
 	for id, target := range targets {
 		p, ok := w.parts[id]
+		if h, isHeld := held[p]; ok && isHeld {
+			target = min(target, h)
+		}
 		if !ok || p.committed >= target {
 			delete(targets, id)
 			continue
