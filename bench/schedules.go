@@ -164,7 +164,6 @@ func Schedules(ctx context.Context, cfg SchedulesConfig) (*SchedulesReport, erro
 	if err != nil {
 		return nil, err
 	}
-	rep.Machine = machine.end()
-	rep.Elapsed = time.Since(rep.Started)
+	rep.end(machine.end())
 	return rep, nil
 }

@@ -7,21 +7,13 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // SchedulesReport is what Schedules measured: plain data, which
 // WriteSchedulesTable and WriteSchedulesJSON write out. Durations are
 // nanoseconds in JSON, memory bytes.
 type SchedulesReport struct {
-	Started    time.Time          `json:"started"`
-	Elapsed    time.Duration      `json:"elapsed_ns"`
-	Machine    Machine            `json:"machine"`
-	Broker     string             `json:"broker"`
-	Runner     string             `json:"runner"`
-	Delivery   forwarder.Delivery `json:"delivery"`
-	ServeFlags []string           `json:"serve_flags,omitempty"`
+	ServeRun
 
 	Schedules int           `json:"schedules"` // in force, timed ones included
 	Timed     int           `json:"timed"`
@@ -55,8 +47,7 @@ type SchedulesReport struct {
 
 func newSchedulesReport(cfg *SchedulesConfig) *SchedulesReport {
 	return &SchedulesReport{
-		Started: time.Now(), Broker: brokerName(cfg.Brokers), Runner: cfg.Runner.String(), Delivery: cfg.Delivery,
-		ServeFlags: cfg.ServeFlags, Schedules: cfg.Schedules, Timed: cfg.Timed, Every: cfg.Every, For: cfg.For,
+		ServeRun: newServeRun(brokerName(cfg.Brokers), cfg.Runner, cfg.Delivery, cfg.ServeFlags), Schedules: cfg.Schedules, Timed: cfg.Timed, Every: cfg.Every, For: cfg.For,
 		Warmup: cfg.Warmup, RSSEmpty: -1, RSSLoaded: -1, PeakRSS: -1,
 	}
 }

@@ -5,21 +5,13 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // SoakReport is what Soak measured: plain data, which WriteSoakTable,
 // WriteSoakCSV, WriteSoakJSON and WriteSoakSVG write out. Durations are
 // nanoseconds in JSON.
 type SoakReport struct {
-	Started    time.Time          `json:"started"`
-	Elapsed    time.Duration      `json:"elapsed_ns"`
-	Machine    Machine            `json:"machine"`
-	Broker     string             `json:"broker"`
-	Runner     string             `json:"runner"`
-	Delivery   forwarder.Delivery `json:"delivery"`
-	ServeFlags []string           `json:"serve_flags,omitempty"`
+	ServeRun
 	// Embedded is true when the kdelay serve under test ran its own
 	// broker: its memory holds the broker's too.
 	Embedded bool `json:"embedded"`
@@ -47,7 +39,7 @@ type SoakReport struct {
 
 func newSoakReport(cfg *SoakConfig, c *cluster, embedded bool) *SoakReport {
 	rep := &SoakReport{
-		Started: time.Now(), Broker: c.String(), Runner: cfg.Runner.String(), Delivery: cfg.Delivery, ServeFlags: cfg.ServeFlags,
+		ServeRun: newServeRun(c.String(), cfg.Runner, cfg.Delivery, cfg.ServeFlags),
 		Embedded: embedded, Rate: cfg.Rate, MinDelay: cfg.MinDelay, MaxDelay: cfg.MaxDelay, Duration: cfg.Duration,
 		Interval: cfg.Interval, Warmup: cfg.Warmup, MaxGrowth: cfg.MaxGrowth,
 	}
@@ -80,8 +72,7 @@ func (r *soakRun) finish(runErr error) *SoakReport {
 	rep.Groups = []Group{r.due.summary(), later, r.floor.summary()}
 	rep.Trends = trends(rep.Samples, rep.Warmup)
 	rep.Goals = soakGoals(rep)
-	rep.Machine = r.machine.end()
-	rep.Elapsed = time.Since(rep.Started)
+	rep.end(r.machine.end())
 	return rep
 }
 

@@ -200,8 +200,7 @@ func Sweep(ctx context.Context, cfg SweepConfig) (*SweepReport, error) {
 		}
 	}
 	rep.Goals = sweepGoals(rep.Rows, cfg.P99OverFloor, cfg.MaxOverFloor)
-	rep.Machine = machine.end()
-	rep.Elapsed = time.Since(rep.Started)
+	rep.end(machine.end())
 	return rep, nil
 }
 

@@ -4,21 +4,13 @@ import (
 	"fmt"
 	"strconv"
 	"time"
-
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // SweepReport is what Sweep measured: plain data, which WriteSweepTable,
 // WriteSweepCSV, WriteSweepJSON and WriteSweepSVG write out. Durations are
 // nanoseconds in JSON.
 type SweepReport struct {
-	Started    time.Time          `json:"started"`
-	Elapsed    time.Duration      `json:"elapsed_ns"`
-	Machine    Machine            `json:"machine"`
-	Broker     string             `json:"broker"`
-	Runner     string             `json:"runner"`
-	Delivery   forwarder.Delivery `json:"delivery"`
-	ServeFlags []string           `json:"serve_flags,omitempty"`
+	ServeRun
 	// Embedded is true when each rate ran on a fresh embedded broker, a
 	// kdelay serve of its own, whose figures are shown beside.
 	Embedded bool `json:"embedded"`
@@ -41,8 +33,7 @@ type SweepReport struct {
 
 func newSweepReport(cfg *SweepConfig) *SweepReport {
 	return &SweepReport{
-		Started: time.Now(), Broker: brokerName(cfg.Brokers), Runner: cfg.Runner.String(), Delivery: cfg.Delivery,
-		ServeFlags: cfg.ServeFlags, Embedded: len(cfg.Brokers) == 0, For: cfg.For, MinDelay: cfg.MinDelay,
+		ServeRun: newServeRun(brokerName(cfg.Brokers), cfg.Runner, cfg.Delivery, cfg.ServeFlags), Embedded: len(cfg.Brokers) == 0, For: cfg.For, MinDelay: cfg.MinDelay,
 		MaxDelay: cfg.MaxDelay, Warmup: cfg.Warmup, Interval: cfg.Interval,
 	}
 }

@@ -207,7 +207,7 @@ func TestSweepRender(t *testing.T) {
 	behind.derive(10 * time.Second)
 	rows := []SweepRow{sweepRowAt(1000, 2*time.Millisecond, 20*time.Millisecond, 40<<20), behind}
 	rows[1].Broker = &SweepProc{PeakRSS: 300 << 20, CPU: 80}
-	rep := &SweepReport{Broker: "embedded", Embedded: true, For: 10 * time.Second, Warmup: 5 * time.Second, Rows: rows, Goals: sweepGoals(rows, sweepP99OverFloor, sweepMaxOverFloor)}
+	rep := &SweepReport{ServeRun: ServeRun{Broker: "embedded"}, Embedded: true, For: 10 * time.Second, Warmup: 5 * time.Second, Rows: rows, Goals: sweepGoals(rows, sweepP99OverFloor, sweepMaxOverFloor)}
 
 	t.Run("table: a row per rate, the writer's lag, the goals", func(t *testing.T) {
 		t.Parallel()
