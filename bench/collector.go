@@ -58,6 +58,12 @@ func newCollector(brokers []string, opts []kgo.Opt, topic string, traced bool, l
 func (c *collector) expect(groups ...*lateness) []byte {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	return strconv.AppendInt(nil, int64(c.add(groups)), 10)
+}
+
+// add registers a record that counts in groups and returns its number;
+// mu must be held.
+func (c *collector) add(groups []*lateness) int {
 	for _, g := range groups {
 		g.sent++
 	}
@@ -66,19 +72,18 @@ func (c *collector) expect(groups ...*lateness) []byte {
 	if c.trace != nil {
 		c.trace.grow()
 	}
-	return strconv.AppendInt(nil, int64(len(c.groups)-1), 10)
+	return len(c.groups) - 1
 }
 
 // expectNamed registers a record whose kdelay-id is id, not one expect
 // numbered: an occurrence of a schedule, "<schedule>@<time>".
 func (c *collector) expectNamed(id string, groups ...*lateness) {
-	n, _ := strconv.Atoi(string(c.expect(groups...)))
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.named == nil {
 		c.named = map[string]int{}
 	}
-	c.named[id] = n
+	c.named[id] = c.add(groups)
 }
 
 // consume reads the target until ctx ends, then closes the client.
@@ -137,10 +142,13 @@ func (c *collector) reread(r *kgo.Record) bool {
 
 // arrival records one record; mu must be held.
 func (c *collector) arrival(r *kgo.Record, now time.Time) {
-	id, due, ok := parseDelivered(r)
-	if !ok && c.named != nil {
-		id, ok = c.named[headerString(r, kdelay.HeaderID)]
-		ok = ok && !due.IsZero()
+	text, due, ok := parseDelivered(r)
+	id, err := strconv.Atoi(text)
+	if err != nil {
+		// Not a number expect gave: a schedule's occurrence (expectNamed).
+		var named bool
+		id, named = c.named[text]
+		ok = ok && named
 	}
 	if !ok || id < 0 || id >= len(c.groups) {
 		c.strange++
@@ -162,15 +170,15 @@ func (c *collector) arrival(r *kgo.Record, now time.Time) {
 	}
 }
 
-// parseDelivered reads the kdelay-id the benchmark gave a record and the
-// kdelay-deliver-at kdelay wrote on it.
-func parseDelivered(r *kgo.Record) (id int, due time.Time, ok bool) {
+// parseDelivered reads a record's kdelay-id (the number the benchmark
+// gave it, or a schedule's occurrence id) and the kdelay-deliver-at kdelay
+// wrote on it.
+func parseDelivered(r *kgo.Record) (id string, due time.Time, ok bool) {
 	var idOK, dueOK bool
 	for _, h := range r.Headers {
 		switch h.Key {
 		case kdelay.HeaderID:
-			n, err := strconv.Atoi(string(h.Value))
-			id, idOK = n, err == nil
+			id, idOK = string(h.Value), true
 		case kdelay.HeaderDeliverAt:
 			at, err := kdelay.ParseDeliverAt(string(h.Value))
 			due, dueOK = at, err == nil
@@ -219,14 +227,4 @@ func (c *collector) waitFor(ctx context.Context, deadline time.Time, done func()
 		case <-c.progress:
 		}
 	}
-}
-
-// headerString is the value of r's first header called key, or "".
-func headerString(r *kgo.Record, key string) string {
-	for _, h := range r.Headers {
-		if h.Key == key {
-			return string(h.Value)
-		}
-	}
-	return ""
 }
