@@ -47,6 +47,14 @@ func TestAddedPartitions(t *testing.T) {
 		t.Fatalf("add partitions: %v", err)
 	}
 
+	// Kafka answers CreatePartitions before its metadata lists them (KRaft
+	// publishes them a moment later); a writer loading metadata before
+	// then would be refused the new partitions.
+	waitFor(t, 30*time.Second, "metadata to list the added partitions", func() bool {
+		topics, err := adm.ListTopics(ctx, ingress, level)
+		return err == nil && len(topics[ingress].Partitions) == 2+added && len(topics[level].Partitions) == 2+added
+	})
+
 	// A writer that knows of the new partitions at once, writing to each
 	// ingress partition in turn. 4.5 s hops through the 1s level four
 	// times, or fewer if the ingress is late to own a new partition.
