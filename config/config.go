@@ -89,6 +89,7 @@ type Config struct {
 	Delivery          string        // delivery: "at-least-once" or "exactly-once"
 	CommitInterval    time.Duration // commit-interval
 	CommitLinger      time.Duration // commit-linger
+	ScheduleLookahead time.Duration // schedule-lookahead
 	StuckAfter        time.Duration // stuck-after
 	SessionTimeout    time.Duration // session-timeout
 	InstanceID        string        // instance-id; "" for the host name

@@ -45,6 +45,7 @@ func (l *loader) decode() (Config, error) {
 		Delivery:          d.oneOf("delivery", string(forwarder.AtLeastOnce), string(forwarder.ExactlyOnce)),
 		CommitInterval:    d.duration("commit-interval"),
 		CommitLinger:      d.duration("commit-linger"),
+		ScheduleLookahead: d.duration("schedule-lookahead"),
 		StuckAfter:        d.duration("stuck-after"),
 		SessionTimeout:    d.duration("session-timeout"),
 		InstanceID:        d.text("instance-id"),
@@ -65,6 +66,11 @@ func (l *loader) decode() (Config, error) {
 	}
 	if c.TracingEndpoint != "" && !c.Tracing {
 		d.fail("tracing-endpoint", "is set, but tracing is false, so no span is sent; set tracing to true, or remove tracing-endpoint")
+	}
+	// The default is lowered to a max-delay below it (serve_schedule.go);
+	// a value set is refused.
+	if c.ScheduleLookahead > c.MaxDelay && c.MaxDelay > 0 && d.firstSet(func(n string) bool { return n == "schedule-lookahead" }) != "" {
+		d.fail("schedule-lookahead", "%s is above max-delay (%s): an occurrence is written into the ingress that long before its time, as a delay no longer than max-delay; lower it", kdelay.DurationText(c.ScheduleLookahead), kdelay.DurationText(c.MaxDelay))
 	}
 	d.console(c)
 	if c.Embedded() && c.DataDir == "" {

@@ -11,6 +11,7 @@ import (
 	"github.com/kdelay/kdelay/client"
 	"github.com/kdelay/kdelay/console"
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // sharedDefault is a key's default on the command line (cli) and in a
@@ -59,6 +60,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"delivery", forwarder.Delivery(c.Delivery), fw.Delivery, "forwarder"},
 		{"commit-interval", c.CommitInterval, fw.CommitInterval, "forwarder"},
 		{"commit-linger", c.CommitLinger, fw.CommitLinger, "forwarder"},
+		{"schedule-lookahead", c.ScheduleLookahead, schedule.Config{}.WithDefaults().Lookahead, "scheduler"},
 		{"stuck-after", c.StuckAfter, fw.StuckAfter, "forwarder"},
 		{"session-timeout", c.SessionTimeout, fw.SessionTimeout, "forwarder"},
 		{"instance-id", forwarder.Config{InstanceID: c.InstanceID}.WithDefaults().InstanceID, fw.InstanceID, "forwarder"},

@@ -81,6 +81,8 @@ func (c Config) text(name string) string {
 		return d(c.CommitInterval)
 	case "commit-linger":
 		return d(c.CommitLinger)
+	case "schedule-lookahead":
+		return d(c.ScheduleLookahead)
 	case "stuck-after":
 		return d(c.StuckAfter)
 	case "session-timeout":

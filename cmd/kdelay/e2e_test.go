@@ -285,7 +285,14 @@ func (s *process) stop(t *testing.T) (code int, took time.Duration) {
 	select {
 	case <-s.exited:
 	case <-time.After(30 * time.Second):
-		t.Fatalf("kdelay serve still running 30s after SIGTERM")
+		// The Go runtime prints every goroutine's stack on SIGQUIT: what
+		// the shutdown waits on, in the output logged as the test fails.
+		_ = s.cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-s.exited:
+		case <-time.After(5 * time.Second):
+		}
+		t.Fatalf("kdelay serve still running 30s after SIGTERM; its goroutines (SIGQUIT) end its output")
 	}
 	return s.cmd.ProcessState.ExitCode(), time.Since(start)
 }

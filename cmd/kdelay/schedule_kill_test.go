@@ -40,8 +40,8 @@ import (
 //   - never early: each occurrence arrives at its time or later;
 //   - none lost: every occurrence from the first to 5 s past the last the
 //     killed process wrote arrives (the restart comes well within the
-//     one-minute Lookahead, so nothing falls due while no kdelay can write
-//     it, and the missed-occurrence policy does not apply);
+//     lookahead, so nothing falls due while no kdelay can write it, and the
+//     missed-occurrence policy does not apply);
 //   - no fork: each process writes each occurrence at most once, and the
 //     restarted one starts where the killed one's progress stopped, so only
 //     the occurrences of the killed step are written twice, with the same
@@ -74,7 +74,7 @@ func testScheduleKill(t *testing.T, k *scheduleKill) {
 	killedAt := k.kill()
 	k.start()
 
-	// The killed process wrote its occurrences up to a minute ahead; once
+	// The killed process wrote its occurrences up to lookahead ahead; once
 	// the restarted one writes, wait for 5 s of those only it wrote.
 	var w written
 	if !eventually(60*time.Second, func() bool { w = k.writtenBy(killedAt); return len(w.after) > 0 }) {
@@ -177,15 +177,22 @@ type scheduleKill struct {
 	mu          sync.Mutex // guards serve: the kill comes from kfake's goroutine
 }
 
+// lookahead is serve's schedule-lookahead in TestScheduleKill: the test
+// waits for what the killed process wrote that far ahead. A restart under a
+// busy CI takes seconds (on Kafka the group's initial rebalance delay alone
+// is 3 s).
+const lookahead = 20 * time.Second
+
 func setupScheduleKill(t *testing.T, delivery forwarder.Delivery, embedded bool) *scheduleKill {
 	t.Helper()
 	if testing.Short() {
-		t.Skip("starts, kills and restarts kdelay serve for over a minute; skipped with -short")
+		t.Skip("starts, kills and restarts kdelay serve for half a minute; skipped with -short")
 	}
 	name := kafkatest.Name(t)
 	k := &scheduleKill{t: t, name: name, exactlyOnce: delivery == forwarder.ExactlyOnce, killed: make(chan time.Time, 1)}
 	k.args = []string{"serve", "--topic-prefix", name, "--group", name, "--levels", "1s,2s,5s", "--partitions", "3",
-		"--delivery", string(delivery), "--instance-id", "sched", "--log-level", "debug"}
+		"--delivery", string(delivery), "--instance-id", "sched", "--log-level", "debug",
+		"--schedule-lookahead", lookahead.String()}
 	if embedded {
 		if os.Getenv(kafkatest.EnvBrokers) != "" {
 			t.Skip("about the embedded broker; this run uses KDELAY_TEST_BROKERS")

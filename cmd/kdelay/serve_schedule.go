@@ -30,11 +30,14 @@ func (s server) schedulerConfig(brokers []string) schedule.Config {
 		// a test running forward on its own may not.
 		InstanceID:            cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID()),
 		TransactionalIDSuffix: s.txnIDSuffix,
-		MaxDelay:              cfg.MaxDelay,
-		SessionTimeout:        cfg.SessionTimeout,
-		ShutdownTimeout:       cfg.ShutdownTimeout,
-		Partitions:            cfg.Partitions,
-		ReplicationFactor:     cfg.ReplicationFactor,
+		// An occurrence is a delay of Lookahead: a max-delay below the
+		// default lowers it (config refuses a value set above).
+		Lookahead:         min(cfg.ScheduleLookahead, cfg.MaxDelay),
+		MaxDelay:          cfg.MaxDelay,
+		SessionTimeout:    cfg.SessionTimeout,
+		ShutdownTimeout:   cfg.ShutdownTimeout,
+		Partitions:        cfg.Partitions,
+		ReplicationFactor: cfg.ReplicationFactor,
 		// The embedded broker runs without kfake's cleaner (broker.go): the
 		// scheduler compacts the schedules topic itself.
 		Compact:    cfg.Embedded(),
