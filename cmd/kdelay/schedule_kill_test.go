@@ -100,9 +100,14 @@ func testScheduleKill(t *testing.T, k *scheduleKill) {
 func (k *scheduleKill) check(t *testing.T, want []string, got []kafkatest.Arrival, w written, killedAt time.Time) {
 	t.Helper()
 	copies := kafkatest.IDs(got)
+	var latest time.Duration
+	var latestID string
 	for _, a := range got {
 		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
 		due := kafkatest.DeliverAt(t, a.Record)
+		if late := a.At.Sub(due); late > latest {
+			latest, latestID = late, id
+		}
 		if kdelay.OccurrenceID("beat", due) != id {
 			t.Errorf("delivered kdelay-id %q with kdelay-deliver-at %s, want beat@<that time>", id, due.UTC())
 		}
@@ -110,6 +115,7 @@ func (k *scheduleKill) check(t *testing.T, want []string, got []kafkatest.Arriva
 			t.Errorf("%s arrived %s before its time", id, due.Sub(a.At))
 		}
 	}
+	t.Logf("the latest occurrence: %s, %s late", latestID, latest.Round(time.Millisecond))
 	lastA := slices.MaxFunc(slices.Collect(maps.Keys(w.before)), time.Time.Compare)
 	for _, id := range want {
 		at := occurrenceTime(t, id)
