@@ -187,7 +187,7 @@ type scheduleKill struct {
 // waits for what the killed process wrote that far ahead. A restart under a
 // busy CI takes seconds (on Kafka the group's initial rebalance delay alone
 // is 3 s).
-const lookahead = 20 * time.Second
+const lookahead = 30 * time.Second
 
 func setupScheduleKill(t *testing.T, delivery forwarder.Delivery, embedded bool) *scheduleKill {
 	t.Helper()
