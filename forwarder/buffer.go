@@ -154,11 +154,10 @@ func (w *worker) setFetching(p *partition) {
 		return
 	}
 	p.paused = pause
-	tp := map[string][]int32{w.source: {p.id}}
 	if pause {
-		w.cl.PauseFetchPartitions(tp)
+		w.cl.pause(p.id)
 	} else {
-		w.cl.ResumeFetchPartitions(tp)
+		w.cl.resume(p.id)
 	}
 }
 
@@ -181,9 +180,9 @@ func (w *worker) pauseIdle(pause bool) {
 	}
 	w.buf.idle = pause
 	if pause {
-		w.cl.PauseFetchTopics(w.source)
+		w.cl.pauseSource()
 	} else {
-		w.cl.ResumeFetchTopics(w.source)
+		w.cl.resumeSource()
 	}
 }
 

@@ -2,7 +2,6 @@ package forwarder
 
 import (
 	"container/heap"
-	"context"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -59,7 +58,7 @@ func (w *worker) markMoved(m moveMark) { w.writeMark(m.id, m.cmd, m.source) }
 
 func (w *worker) writeMark(id string, cmd command, moved string) {
 	w.noteProduced()
-	w.cl.Produce(context.Background(), markRecord(w.cfg.Topics.Control(), id, cmd, moved), func(_ *kgo.Record, err error) {
+	w.cl.produce(markRecord(w.cfg.Topics.Control(), id, cmd, moved), func(_ *kgo.Record, err error) {
 		if err != nil {
 			// Only this process knows the command matched: another may look
 			// for the record in vain, or report the command unmatched.

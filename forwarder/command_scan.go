@@ -148,7 +148,7 @@ func (w *worker) scan(ctx context.Context, want map[string]command, parts []scan
 func (w *worker) scanKafka(ctx context.Context, want map[string]command, parts []scanPart, after time.Time) ([]found, error) {
 	// The worker's own client answers the offset requests; reading needs
 	// a client of its own, since the worker's consumes as a group member.
-	adm := kadm.NewClient(w.cl)
+	adm := w.cl.admin()
 	// The end, not the last stable offset: a record hopped here in a
 	// transaction not yet committed (exactly-once commits every
 	// CommitInterval) may be the one wanted, and it is readable once the

@@ -78,10 +78,7 @@ func (w *worker) uncommitted() (map[int32]*partition, map[int32]kgo.EpochOffset)
 
 func (w *worker) sendCommit(ctx context.Context, parts map[int32]*partition, offsets map[int32]kgo.EpochOffset) commitResult {
 	res := commitResult{parts: parts, offsets: offsets}
-	w.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{w.source: offsets},
-		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, err error) {
-			res.resp, res.err = resp, err
-		})
+	res.resp, res.err = w.cl.commit(ctx, offsets)
 	return res
 }
 

@@ -44,7 +44,7 @@ func TestPollReleasesItsContext(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(w.cl.Close)
+	t.Cleanup(w.cl.kafka.Close)
 	base, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	run := &children{Context: base}

@@ -43,7 +43,7 @@ func (w *worker) produce(e *entry) {
 	// goes on. Set at every try, so that a retry is a sibling of the
 	// failed publish, not its child.
 	e.out.Context = e.src.Context
-	w.cl.Produce(context.Background(), e.out, func(_ *kgo.Record, err error) {
+	w.cl.produce(e.out, func(_ *kgo.Record, err error) {
 		if err == nil && !due.IsZero() {
 			// Here, not when the loop applies the ack: that may be a
 			// CheckInterval later, and this is when consumers can read it.

@@ -20,27 +20,27 @@ import (
 // from here (the transaction session holds its lock while it calls revoked),
 // and the session aborts the open transaction at its next end, which rewinds
 // the partitions kept.
-func (w *worker) revoked(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
+func (w *worker) revoked(ctx context.Context, ids []int32) {
 	if w.txn != nil {
-		w.lost(ctx, cl, lost)
+		w.lost(ctx, ids)
 		return
 	}
 	fctx, cancel := context.WithTimeout(ctx, w.cfg.ShutdownTimeout)
 	defer cancel()
 	revoked := map[int32]bool{}
-	for _, id := range lost[w.source] {
+	for _, id := range ids {
 		revoked[id] = true
 	}
 	w.drain(fctx, func(e *entry) bool { return revoked[e.part.id] && e.attempts == 0 })
-	if err := cl.Flush(fctx); err != nil {
+	if err := w.cl.flush(fctx); err != nil {
 		w.log.Warn("flush_on_revoke_failed", "err", err)
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(w.cfg.NowFunc())
 	w.commitNow(fctx)
-	w.forget(lost[w.source])
-	w.owners.set(w.source, lost[w.source], false)
+	w.forget(ids)
+	w.owners.set(w.source, ids, false)
 	w.nudge()
 }
 
@@ -59,18 +59,18 @@ func (w *worker) rememberHandedOn(ids []int32) {
 	}
 }
 
-// adjustOffsets runs when partitions are assigned, with the offsets they
-// would be fetched from (the group's committed ones). A partition this
-// process lost starts at the later of that and where its acknowledged work
-// ended: every record before that point was delivered (or handed to its next
+// adjustOffsets runs when partitions are assigned, with the offsets the
+// source's would be fetched from (the group's committed ones), which it
+// changes in place. A partition this process lost starts at the later of
+// that and where its acknowledged work ended: every record before that point was delivered (or handed to its next
 // topic) and acknowledged by the broker, so skipping it loses nothing; if
 // another member went further and committed, its offset is the later one.
-func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+func (w *worker) adjustOffsets(_ context.Context, offsets map[int32]kgo.Offset) {
 	// The loop applies resumed at its next cycle, which commits it.
 	defer w.nudge()
 	w.handedOn.Lock()
 	defer w.handedOn.Unlock()
-	for id, o := range offsets[w.source] {
+	for id, o := range offsets {
 		pt, ok := w.resumeAt[id]
 		if !ok {
 			continue
@@ -78,14 +78,13 @@ func (w *worker) adjustOffsets(_ context.Context, offsets map[string]map[int32]k
 		delete(w.resumeAt, id)
 		if pt.Offset > o.EpochOffset().Offset {
 			w.log.Info("resume_after_lost", "partition", id, "committed", o.EpochOffset().Offset, "from", pt.Offset)
-			offsets[w.source][id] = kgo.NewOffset().At(pt.Offset)
+			offsets[id] = kgo.NewOffset().At(pt.Offset)
 			if w.resumed == nil {
 				w.resumed = map[int32]kgo.EpochOffset{}
 			}
 			w.resumed[id] = pt
 		}
 	}
-	return offsets, nil
 }
 
 // applyResumed makes the offsets partitions resumed at their commit points
@@ -121,7 +120,7 @@ func (w *worker) forget(ids []int32) {
 		w.forgetHeld(p)
 		delete(w.parts, id)
 		if p.paused {
-			w.cl.ResumeFetchPartitions(map[string][]int32{w.source: {id}})
+			w.cl.resume(id)
 		}
 	}
 }

@@ -48,8 +48,7 @@ import (
 // In exactly-once delivery, acknowledged is not committed: the open
 // transaction may abort, so the partitions only start again from their last
 // commit, and nothing is committed from here.
-func (w *worker) lost(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-	ids := lost[w.source]
+func (w *worker) lost(ctx context.Context, ids []int32) {
 	if w.txn == nil {
 		// A worker told to stop gives up at once: its shutdown must not
 		// wait behind this commit, which holds the client's commits back.

@@ -50,7 +50,7 @@ func (w *worker) fencedTxn(ctx context.Context, err error) error {
 // otherHoldsInstance reports whether a member of the worker's group other
 // than its own client holds its instance id (InstanceHeldElsewhere).
 func (w *worker) otherHoldsInstance(ctx context.Context) (bool, error) {
-	return InstanceHeldElsewhere(ctx, w.cl, w.group, w.cfg.InstanceID, w.cfg.ShutdownTimeout)
+	return InstanceHeldElsewhere(ctx, w.cl.kafka, w.group, w.cfg.InstanceID, w.cfg.ShutdownTimeout)
 }
 
 // InstanceHeldElsewhere reports whether a member of group other than cl's

@@ -14,7 +14,7 @@ func (w *worker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
 	w.drainHeld(ctx)
-	if err := w.cl.Flush(ctx); err != nil {
+	if err := w.cl.flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)
 	}
 	if w.txn != nil {
@@ -33,7 +33,7 @@ func (w *worker) shutdown() {
 	// is done or about to be, and must be before the client closes.
 	w.commits.Wait()
 	w.scans.Wait() // it ends with the loop's context
-	w.cl.CloseAllowingRebalance()
+	w.cl.close()
 	// What it still counts would be lent to no one else: a dropped level's
 	// forwarder stops while the others run on.
 	w.mu.Lock()

@@ -218,7 +218,7 @@ func (w *worker) abortOpen(run context.Context) error {
 // commit point would replay them after a crash.
 func (w *worker) settle(ctx context.Context) (offsets map[int32]kgo.EpochOffset, consistent bool) {
 	for {
-		if err := w.cl.Flush(ctx); err != nil {
+		if err := w.cl.flush(ctx); err != nil {
 			w.log.Warn("flush_on_commit_failed", "err", err)
 		}
 		w.mu.Lock()
@@ -288,7 +288,7 @@ func (w *worker) rewind() {
 	}
 	w.txnMoves = nil
 	w.scanFrom = 0
-	w.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{w.source: offsets})
+	w.cl.setOffsets(offsets)
 }
 
 // recall gives a record taken again after a rewind the retry state it had.

@@ -47,7 +47,7 @@ func (w *worker) groupAtMost(tried map[int32]kgo.EpochOffset) map[int32]int64 {
 // does a group that cannot be read for a transaction timeout (an ACL, a
 // coordinator away for long): the worker must not wait on it for ever.
 func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.EpochOffset, before map[int32]int64) bool {
-	adm := kadm.NewClient(w.cl)
+	adm := w.cl.admin()
 	giveUp := time.Now().Add(txnTimeout(w.cfg))
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
 		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)

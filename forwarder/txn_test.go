@@ -27,7 +27,7 @@ func crash(t *testing.T, f *Forwarder, done <-chan struct{}) {
 	t.Helper()
 	f.mu.Lock()
 	for _, w := range f.workers {
-		w.cl.Close()
+		w.cl.kafka.Close()
 	}
 	f.mu.Unlock()
 	select {

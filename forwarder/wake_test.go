@@ -24,7 +24,7 @@ func TestExactWakesOnlyForWork(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		t.Cleanup(w.cl.Close)
+		t.Cleanup(w.cl.kafka.Close)
 		return w
 	}
 

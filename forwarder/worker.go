@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"log/slog"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -33,7 +32,7 @@ type worker struct {
 	wait   time.Duration // how long a record waits in source
 	rules  kdelay.Rules
 	log    *slog.Logger
-	cl     *kgo.Client
+	cl     *stageClient              // the Kafka client serving the worker's stage
 	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
 	start  time.Time                 // anchors the ticks of ModePoll
 	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
@@ -148,21 +147,6 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
-		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
-			w.assigned.Store(true)
-			w.trackFirst(got, true)
-			w.owners.set(w.source, got[w.source], true)
-		}),
-		kgo.OnPartitionsRevoked(func(ctx context.Context, cl *kgo.Client, revoked map[string][]int32) {
-			w.trackFirst(revoked, false)
-			w.revoked(ctx, cl, revoked)
-		}),
-		kgo.OnPartitionsLost(func(ctx context.Context, cl *kgo.Client, lost map[string][]int32) {
-			w.assigned.Store(false) // until the group takes it back
-			w.trackFirst(lost, false)
-			w.lost(ctx, cl, lost)
-		}),
-		kgo.AdjustFetchOffsetsFn(w.adjustOffsets),
 		kgo.FetchMaxWait(cfg.FetchMaxWait),
 		// Records of an aborted transaction (exactly-once delivery, now or
 		// before a switch to at-least-once) were never handed on: reading
@@ -191,22 +175,23 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		// there wait unread, late. franz-go's 5 minutes is the Java
 		// client's default; for a delay system that is 5 minutes late.
 		kgo.MetadataMaxAge(metadataMaxAge),
-	}, w.groupOpts(group)...), cfg.ClientOpts...)
+	}, w.groupOpts(group)...), stageCallbacks(map[string]*worker{source: w})...)
+	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
 	if cfg.Delivery == ExactlyOnce {
 		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, group)...)...)
 		if err != nil {
 			return nil, err
 		}
-		w.txn, w.cl = txn, txn.Client()
+		w.txn, w.cl = txn, &stageClient{kafka: txn.Client(), source: source}
 	} else {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, err
 		}
-		w.cl = cl
+		w.cl = &stageClient{kafka: cl, source: source}
 	}
-	cl := w.cl
+	cl := w.cl.kafka
 	// The client refuses a record larger than its own batch limit before
 	// the broker sees it.
 	w.dlqMax = int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
@@ -257,7 +242,7 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	w.wakeFn = cancel
 	w.ackMu.Unlock()
 
-	fetches := w.cl.PollFetches(pctx)
+	fetches := w.cl.poll(pctx)
 
 	w.ackMu.Lock()
 	w.wakeFn = nil
@@ -277,10 +262,20 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	if fenced != nil {
 		return fenced
 	}
+	w.take(fetches)
+	// Rebalances wait while polled records are being queued, so a revoke
+	// never races a partition being filled.
+	w.cl.allowRebalance()
+	return nil
+}
+
+// take queues the records fetched from the worker's source.
+func (w *worker) take(fetches kgo.Fetches) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
 	var fetched int64
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
-		if len(fp.Records) > 0 {
+		if fp.Topic == w.source && len(fp.Records) > 0 {
 			p := w.partition(fp.Partition, fp.Records[0].Offset)
 			fetched += p.enqueue(fp.Records)
 		}
@@ -291,11 +286,6 @@ func (w *worker) poll(ctx context.Context, wake time.Time) error {
 	// background, and a fetch that arrives for a paused partition is
 	// dropped rather than returned.
 	w.throttle()
-	w.mu.Unlock()
-	// Rebalances wait while polled records are being queued, so a revoke
-	// never races a partition being filled.
-	w.cl.AllowRebalance()
-	return nil
 }
 
 // pollContext is the context of one poll: cancelled at wake (never, if
@@ -307,13 +297,6 @@ func pollContext(ctx context.Context, wake time.Time) (context.Context, context.
 		return context.WithCancel(ctx)
 	}
 	return context.WithDeadline(ctx, wake)
-}
-
-// trackFirst sets ownsFirst to own if ps includes partition 0 of the source.
-func (w *worker) trackFirst(ps map[string][]int32, own bool) {
-	if slices.Contains(ps[w.source], 0) {
-		w.ownsFirst.Store(own)
-	}
 }
 
 func (w *worker) partition(id int32, from int64) *partition {

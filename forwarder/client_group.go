@@ -1,0 +1,78 @@
+package forwarder
+
+import (
+	"context"
+	"slices"
+	"sync"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// stageCallbacks are the group options of a client that serves the workers
+// of stages, keyed by source topic. franz-go calls each callback with the
+// partitions of every topic the client consumes; each worker gets those of
+// its own source, and an empty list when it has none: a cooperative revoke
+// that takes nothing from a worker still has it commit, as its own client's
+// callback always did.
+//
+// The workers' parts of one callback run concurrently, so that the slowest
+// bounds a rebalance rather than their sum: a revoke delivers held records
+// for up to the smallest level, and a lost session commits for up to
+// groupRetry.
+func stageCallbacks(workers map[string]*worker) []kgo.Opt {
+	return []kgo.Opt{
+		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
+			eachStage(workers, got, func(w *worker, ids []int32) { w.onAssigned(ids) })
+		}),
+		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+			eachStage(workers, revoked, func(w *worker, ids []int32) { w.onRevoked(ctx, ids) })
+		}),
+		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
+			eachStage(workers, lost, func(w *worker, ids []int32) { w.onLost(ctx, ids) })
+		}),
+		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			for topic, w := range workers {
+				w.adjustOffsets(ctx, offsets[topic])
+			}
+			return offsets, nil
+		}),
+	}
+}
+
+// eachStage calls fn for every worker with its source's partitions of
+// parts, concurrently, and returns once every call has.
+func eachStage(workers map[string]*worker, parts map[string][]int32, fn func(*worker, []int32)) {
+	var wg sync.WaitGroup
+	for topic, w := range workers {
+		wg.Go(func() { fn(w, parts[topic]) })
+	}
+	wg.Wait()
+}
+
+// onAssigned runs when the group assigns the worker partitions of its source
+// (possibly none).
+func (w *worker) onAssigned(ids []int32) {
+	w.assigned.Store(true)
+	w.trackFirst(ids, true)
+	w.owners.set(w.source, ids, true)
+}
+
+// onRevoked runs when partitions of its source move to another member.
+func (w *worker) onRevoked(ctx context.Context, ids []int32) {
+	w.trackFirst(ids, false)
+	w.revoked(ctx, ids)
+}
+
+// onLost runs when the worker's group session ended.
+func (w *worker) onLost(ctx context.Context, ids []int32) {
+	w.assigned.Store(false) // until the group takes it back
+	w.trackFirst(ids, false)
+	w.lost(ctx, ids)
+}
+
+// trackFirst sets ownsFirst to own if ids include partition 0 of the source.
+func (w *worker) trackFirst(ids []int32, own bool) {
+	if slices.Contains(ids, 0) {
+		w.ownsFirst.Store(own)
+	}
+}

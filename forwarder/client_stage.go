@@ -1,0 +1,81 @@
+package forwarder
+
+import (
+	"context"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// stageClient is everything a worker asks of Kafka, scoped to its source
+// topic: the worker names partitions by number, and the client names them by
+// topic and number. It is the one place that knows which client serves the
+// stage, so that several stages can come to share one client and one
+// consumer group (docs/design/one-client.md) without the worker changing.
+//
+// Pausing, resuming and setting offsets touch only the source's partitions,
+// which is what lets stages share a client: its paused set and its offsets
+// are per topic and partition.
+type stageClient struct {
+	kafka  *kgo.Client
+	source string
+}
+
+// pause stops fetching the partitions ids of the source until resume; a
+// fetch already buffered for them is dropped rather than returned.
+func (c *stageClient) pause(ids ...int32) {
+	c.kafka.PauseFetchPartitions(map[string][]int32{c.source: ids})
+}
+
+// resume fetches the partitions ids of the source again.
+func (c *stageClient) resume(ids ...int32) {
+	c.kafka.ResumeFetchPartitions(map[string][]int32{c.source: ids})
+}
+
+// pauseSource stops fetching the whole source, on top of the partitions
+// paused one by one; resumeSource undoes it and leaves those paused.
+func (c *stageClient) pauseSource()  { c.kafka.PauseFetchTopics(c.source) }
+func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
+
+// produce hands r to the client; promise is called once with the outcome.
+func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
+	c.kafka.Produce(context.Background(), r, promise)
+}
+
+// flush waits until every record produced so far has its outcome, or ctx
+// ends.
+func (c *stageClient) flush(ctx context.Context) error { return c.kafka.Flush(ctx) }
+
+// commit commits offsets for the source's partitions in the stage's group
+// and waits for the answer, after any commit in flight: the client sends one
+// at a time.
+func (c *stageClient) commit(ctx context.Context, offsets map[int32]kgo.EpochOffset) (*kmsg.OffsetCommitResponse, error) {
+	var resp *kmsg.OffsetCommitResponse
+	var err error
+	c.kafka.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.source: offsets},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, r *kmsg.OffsetCommitResponse, e error) {
+			resp, err = r, e
+		})
+	return resp, err
+}
+
+// setOffsets makes the client read the source's partitions from offsets.
+func (c *stageClient) setOffsets(offsets map[int32]kgo.EpochOffset) {
+	c.kafka.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.source: offsets})
+}
+
+// poll waits for fetched records until ctx ends. With BlockRebalanceOnPoll,
+// no rebalance runs from its return until allowRebalance.
+func (c *stageClient) poll(ctx context.Context) kgo.Fetches { return c.kafka.PollFetches(ctx) }
+
+// allowRebalance lets a rebalance held back by the last poll go on.
+func (c *stageClient) allowRebalance() { c.kafka.AllowRebalance() }
+
+// admin is an admin client over the same connections, for the stage's
+// group and topics.
+func (c *stageClient) admin() *kadm.Client { return kadm.NewClient(c.kafka) }
+
+// close closes the client, letting a rebalance held back by a poll go on
+// first, so that the group callbacks run before it is gone.
+func (c *stageClient) close() { c.kafka.CloseAllowingRebalance() }
