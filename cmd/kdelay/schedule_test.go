@@ -62,3 +62,23 @@ func TestSchedulerCompacts(t *testing.T) {
 		t.Error("with brokers the scheduler compacts the schedules topic; want the brokers to")
 	}
 }
+
+// TestSchedulerLookahead: serve writes occurrences schedule-lookahead before
+// their time, and no earlier than max-delay allows: an occurrence is a delay
+// of the lookahead.
+func TestSchedulerLookahead(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		env  []string
+		want time.Duration
+	}{
+		{nil, time.Minute},
+		{[]string{"KDELAY_SCHEDULE_LOOKAHEAD=30s"}, 30 * time.Second},
+		{[]string{"KDELAY_MAX_DELAY=20s"}, 20 * time.Second},
+	} {
+		s := server{cfg: embeddedConfig(t, c.env...)}
+		if got := s.schedulerConfig([]string{"127.0.0.1:9092"}).Lookahead; got != c.want {
+			t.Errorf("with %v the scheduler writes occurrences %s ahead; want %s", c.env, got, c.want)
+		}
+	}
+}
