@@ -61,6 +61,11 @@ func (p progress) merge(done progress) progress {
 // progressKey is the key of schedule id's progress.
 func progressKey(id string) []byte { return append([]byte{0}, id...) }
 
+// fenceKey is the key of a load fence (Scheduler.loadEnds): a progress
+// record's NUL with no id and no header, which parseProgress refuses, so
+// that neither a schedule nor a progress is read from it.
+var fenceKey = progressKey("")
+
 func progressRecord(topic string, partition int32, id string, p progress) *kgo.Record {
 	hs := []kgo.RecordHeader{
 		{Key: headerVersion, Value: strconv.AppendInt(nil, p.version, 10)},

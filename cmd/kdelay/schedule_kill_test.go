@@ -203,16 +203,6 @@ func setupScheduleKill(t *testing.T, delivery forwarder.Delivery, embedded bool)
 		if os.Getenv(kafkatest.EnvBrokers) != "" {
 			t.Skip("about the embedded broker; this run uses KDELAY_TEST_BROKERS")
 		}
-		if k.exactlyOnce {
-			// A known defect, left for its fix (2026-11-28, CI run of ed2d11e):
-			// killed between writing a schedule's progress and committing it,
-			// the embedded broker aborts that transaction as it loads its data
-			// directory without writing an abort marker, so a read_committed
-			// reader never sees the partition's last offsets, and the restarted
-			// scheduler, which loads a partition until it has read a record at
-			// its last stable offset, never loads it: its schedules stop.
-			t.Skip("known defect: a schedules partition whose tail is a transaction the embedded broker aborted at load never finishes loading (see docs/SCHEDULES.md, Not yet)")
-		}
 		// The same address and data directory across the kill: the
 		// broker dies with serve and comes back with what it had written.
 		k.args = append(k.args, "--listen", closedPort(t), "--data-dir", t.TempDir())
