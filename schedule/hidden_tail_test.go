@@ -2,7 +2,6 @@ package schedule
 
 import (
 	"context"
-	"net"
 	"os"
 	"testing"
 	"time"
@@ -24,9 +23,8 @@ import (
 func TestHiddenTailLoads(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	port := freePort(t)
 	start := func() *kfake.Cluster {
-		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.Ports(port), kfake.DataDir(dir))
+		c, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DataDir(dir))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -84,19 +82,7 @@ func TestHiddenTailLoads(t *testing.T) {
 
 	second := start() // aborts the open transaction as it loads dir
 	t.Cleanup(second.Close)
-	s, err := New(Config{Brokers: second.ListenAddrs(), InstanceID: "scheduler", ExactlyOnce: true, Partitions: 1, Logger: testLogger(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(runCtx) }()
-	defer func() {
-		stop()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	s := runScheduler(t, Config{Brokers: second.ListenAddrs(), InstanceID: "scheduler", ExactlyOnce: true, Partitions: 1, Logger: testLogger(t)})
 	deadline := time.Now().Add(20 * time.Second)
 	for s.Stats().Occurrences == 0 {
 		if time.Now().After(deadline) {
@@ -104,16 +90,4 @@ func TestHiddenTailLoads(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-// freePort is a port nothing listens on now, for a broker that must come
-// back on the same address.
-func freePort(t *testing.T) int {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
 }

@@ -40,19 +40,7 @@ func TestScheduleMemory(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.GC()
 	runtime.ReadMemStats(&before)
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	}()
+	s := runScheduler(t, cfg)
 	deadline := time.Now().Add(time.Minute)
 	for s.Stats().Schedules < n && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond) // a deadline-bounded poll

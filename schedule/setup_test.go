@@ -153,3 +153,23 @@ func minute(m, s int) time.Time {
 
 // occurrence is the kdelay-id of schedule id's occurrence at t.
 func occurrence(id string, t time.Time) string { return kdelay.OccurrenceID(id, t) }
+
+// runScheduler runs a Scheduler with cfg, outside a bubble, until the test
+// ends; Run returning an error fails the test.
+func runScheduler(t *testing.T, cfg Config) *Scheduler {
+	t.Helper()
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- s.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Run: %v", err)
+		}
+	})
+	return s
+}
