@@ -58,7 +58,9 @@ func ListOpts(topics kdelay.Topics) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumeTopics(topics.Schedules()),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
+		// Read to the end and kept to what is committed there: see
+		// committed.
+		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
 	}
 }
@@ -74,7 +76,7 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 	if err == nil {
 		err = starts.Error()
 	}
-	ends, err2 := adm.ListCommittedOffsets(ctx, topic)
+	ends, err2 := adm.ListEndOffsets(ctx, topic)
 	if err = errors.Join(err, err2); err == nil {
 		err = ends.Error()
 	}
@@ -88,6 +90,8 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 		}
 	})
 	l := listing{byID: map[string]*Listed{}, version: map[string]int64{}, done: map[string]progress{}}
+	txns := map[int32]*committed{}
+	apply := func(r *kgo.Record) { l.add(r, rules) }
 	for len(left) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
@@ -100,7 +104,12 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
-			l.add(r, rules)
+			c, ok := txns[r.Partition]
+			if !ok {
+				c = &committed{}
+				txns[r.Partition] = c
+			}
+			c.take(r, apply)
 		})
 	}
 	var out []Listed
@@ -148,8 +157,14 @@ func (l *listing) add(r *kgo.Record, rules kdelay.Rules) {
 	}
 }
 
+// schedule takes a schedule record or its tombstone, unless a newer one of
+// its id was taken: a transaction's records come at its commit marker, after
+// records written later outside it.
 func (l *listing) schedule(r *kgo.Record, rules kdelay.Rules) {
 	id := string(r.Key)
+	if v, read := l.version[id]; read && v > r.Offset {
+		return
+	}
 	l.version[id] = r.Offset
 	if r.Value == nil {
 		delete(l.byID, id)
