@@ -20,6 +20,7 @@ import (
 type stageClient struct {
 	kafka  *kgo.Client
 	source string
+	gate   *pollGate // shared by every stageClient of kafka
 }
 
 // pause stops fetching the partitions ids of the source until resume; a
@@ -66,11 +67,16 @@ func (c *stageClient) setOffsets(offsets map[int32]kgo.EpochOffset) {
 }
 
 // poll waits for fetched records until ctx ends. With BlockRebalanceOnPoll,
-// no rebalance runs from its return until allowRebalance.
+// no rebalance runs from its return until allowRebalance. Only the client's
+// poll loop calls it, inside gate.
 func (c *stageClient) poll(ctx context.Context) kgo.Fetches { return c.kafka.PollFetches(ctx) }
 
 // allowRebalance lets a rebalance held back by the last poll go on.
 func (c *stageClient) allowRebalance() { c.kafka.AllowRebalance() }
+
+// holdPolls keeps the client's poll loop out of PollFetches until release
+// (poll_gate.go).
+func (c *stageClient) holdPolls() (release func()) { return c.gate.hold() }
 
 // admin is an admin client over the same connections, for the stage's
 // group and topics.

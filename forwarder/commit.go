@@ -33,6 +33,14 @@ func (w *worker) commit(now time.Time) {
 		return
 	}
 	parts, offsets := w.uncommitted()
+	for id, p := range parts {
+		// Its callback commits it (commitNow, commitLost): a background
+		// commit sent after that one would move it back.
+		if p.leaving {
+			delete(parts, id)
+			delete(offsets, id)
+		}
+	}
 	if len(offsets) == 0 {
 		return
 	}
