@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -21,6 +22,7 @@ type stageClient struct {
 	kafka  *kgo.Client
 	source string
 	gate   *pollGate // shared by every stageClient of kafka
+	closed sync.Once // kafka is closed once: see close
 }
 
 // pause stops fetching the partitions ids of the source until resume; a
@@ -83,5 +85,12 @@ func (c *stageClient) holdPolls() (release func()) { return c.gate.hold() }
 func (c *stageClient) admin() *kadm.Client { return kadm.NewClient(c.kafka) }
 
 // close closes the client, letting a rebalance held back by a poll go on
-// first, so that the group callbacks run before it is gone.
-func (c *stageClient) close() { c.kafka.CloseAllowingRebalance() }
+// first, so that the group callbacks run before it is gone. A second close
+// waits for the first and does nothing: franz-go's Close must not run twice
+// at once (its fetch sessions are killed unguarded, source.go
+// killSessionOnClose).
+func (c *stageClient) close() { c.closed.Do(c.kafka.CloseAllowingRebalance) }
+
+// kill closes the client as a crash would, without letting a rebalance
+// held back by a poll go on: the tests' stand-in for SIGKILL.
+func (c *stageClient) kill() { c.closed.Do(c.kafka.Close) }
