@@ -42,8 +42,13 @@ func (c *stageClient) pauseSource()  { c.kafka.PauseFetchTopics(c.source) }
 func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
 
 // produce hands r to the client; promise is called once with the outcome.
+// It never blocks: a client holding MaxBufferedRecords already fails r at
+// once with kgo.ErrMaxBuffered, which the worker retries after a backoff
+// (applyAcks). A blocking Produce would wait under the worker's lock for a
+// target that may never answer, and once stages share a client, hold back
+// every stage's loop with it.
 func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	c.kafka.Produce(context.Background(), r, promise)
+	c.kafka.TryProduce(context.Background(), r, promise)
 }
 
 // flush waits until every record produced so far has its outcome, or ctx

@@ -161,6 +161,9 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		kgo.FetchMaxPartitionBytes(min(cfg.fetchMaxBytes(), 1<<20)),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
+		// What a worker holds is bounded by its buffer (buffer.go), not by
+		// the client's count, which only backs it up (produce).
+		kgo.MaxBufferedRecords(cfg.maxBufferedRecords()),
 		// The client rides out a short failure itself, then hands the
 		// broker's error to the loop, which retries until DeliveryTimeout
 		// and dead-letters the record with that error.
