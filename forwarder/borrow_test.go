@@ -149,7 +149,7 @@ func TestLater(t *testing.T) {
 	if got, want := w.later(now), 4*size; got != want {
 		t.Errorf("with a record held for a retry, later = %d, want %d: a retry may last until DeliveryTimeout", got, want)
 	}
-	w.releaseHeld(now) // recounts what is held: both stay
+	w.releaseHeld(now, false) // recounts what is held: both stay
 	if got, want := w.later(now), 4*size; got != want {
 		t.Errorf("after a cycle, later = %d, want %d", got, want)
 	}

@@ -59,12 +59,14 @@ func (w *worker) onAssigned(ids []int32) {
 
 // onRevoked runs when partitions of its source move to another member.
 func (w *worker) onRevoked(ctx context.Context, ids []int32) {
+	w.markLeaving(ids)
 	w.trackFirst(ids, false)
 	w.revoked(ctx, ids)
 }
 
 // onLost runs when the worker's group session ended.
 func (w *worker) onLost(ctx context.Context, ids []int32) {
+	w.markLeaving(ids)
 	w.assigned.Store(false) // until the group takes it back
 	w.trackFirst(ids, false)
 	w.lost(ctx, ids)
@@ -74,5 +76,25 @@ func (w *worker) onLost(ctx context.Context, ids []int32) {
 func (w *worker) trackFirst(ids []int32, own bool) {
 	if slices.Contains(ids, 0) {
 		w.ownsFirst.Store(own)
+	}
+}
+
+// markLeaving marks the partitions ids leaving, first thing in a callback
+// that takes them away. The worker's loop runs beside the callback, and
+// would otherwise hand on their records while the callback drains, flushes
+// and commits them (rebalance.go) or commits up to where their reading came
+// (rebalance_lost.go): a record taken after the commit is delivered again
+// by the next owner. The loop takes no head of a partition leaving, releases
+// none of its held records, moves none ahead and starts no background
+// commit of it (releaseHeads, releaseHeld, moveAhead, commit), as when it
+// sat in a poll that the rebalance held back. forget drops the partitions
+// at the callback's end.
+func (w *worker) markLeaving(ids []int32) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for _, id := range ids {
+		if p, ok := w.parts[id]; ok {
+			p.leaving = true
+		}
 	}
 }

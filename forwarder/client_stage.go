@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -20,6 +21,8 @@ import (
 type stageClient struct {
 	kafka  *kgo.Client
 	source string
+	gate   *pollGate // shared by every stageClient of kafka
+	closed sync.Once // kafka is closed once: see close
 }
 
 // pause stops fetching the partitions ids of the source until resume; a
@@ -39,8 +42,13 @@ func (c *stageClient) pauseSource()  { c.kafka.PauseFetchTopics(c.source) }
 func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
 
 // produce hands r to the client; promise is called once with the outcome.
+// It never blocks: a client holding MaxBufferedRecords already fails r at
+// once with kgo.ErrMaxBuffered, which the worker retries after a backoff
+// (applyAcks). A blocking Produce would wait under the worker's lock for a
+// target that may never answer, and once stages share a client, hold back
+// every stage's loop with it.
 func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	c.kafka.Produce(context.Background(), r, promise)
+	c.kafka.TryProduce(context.Background(), r, promise)
 }
 
 // flush waits until every record produced so far has its outcome, or ctx
@@ -66,16 +74,28 @@ func (c *stageClient) setOffsets(offsets map[int32]kgo.EpochOffset) {
 }
 
 // poll waits for fetched records until ctx ends. With BlockRebalanceOnPoll,
-// no rebalance runs from its return until allowRebalance.
+// no rebalance runs from its return until allowRebalance. Only the client's
+// poll loop calls it, inside gate.
 func (c *stageClient) poll(ctx context.Context) kgo.Fetches { return c.kafka.PollFetches(ctx) }
 
 // allowRebalance lets a rebalance held back by the last poll go on.
 func (c *stageClient) allowRebalance() { c.kafka.AllowRebalance() }
+
+// holdPolls keeps the client's poll loop out of PollFetches until release
+// (poll_gate.go).
+func (c *stageClient) holdPolls() (release func()) { return c.gate.hold() }
 
 // admin is an admin client over the same connections, for the stage's
 // group and topics.
 func (c *stageClient) admin() *kadm.Client { return kadm.NewClient(c.kafka) }
 
 // close closes the client, letting a rebalance held back by a poll go on
-// first, so that the group callbacks run before it is gone.
-func (c *stageClient) close() { c.kafka.CloseAllowingRebalance() }
+// first, so that the group callbacks run before it is gone. A second close
+// waits for the first and does nothing: franz-go's Close must not run twice
+// at once (its fetch sessions are killed unguarded, source.go
+// killSessionOnClose).
+func (c *stageClient) close() { c.closed.Do(c.kafka.CloseAllowingRebalance) }
+
+// kill closes the client as a crash would, without letting a rebalance
+// held back by a poll go on: the tests' stand-in for SIGKILL.
+func (c *stageClient) kill() { c.closed.Do(c.kafka.Close) }

@@ -115,9 +115,7 @@ func (w *worker) lookForHidden() {
 		w.ackMu.Lock()
 		defer w.ackMu.Unlock()
 		w.found, w.scanDone = append(w.found, fs...), true
-		if w.wakeFn != nil {
-			w.wakeFn()
-		}
+		w.wake()
 	})
 }
 
@@ -259,7 +257,7 @@ func (w *worker) moveAhead(now time.Time) {
 		w.scanning = false
 	}
 	for _, f := range fs {
-		if p, ok := w.parts[f.rec.Partition]; ok && (p.gone || f.rec.Offset < p.next.Offset) {
+		if p, ok := w.parts[f.rec.Partition]; ok && (p.gone || p.leaving || f.rec.Offset < p.next.Offset) {
 			continue // released and re-planned already
 		}
 		if !w.owners.owns(w.source, f.rec.Partition) {

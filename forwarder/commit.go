@@ -33,6 +33,14 @@ func (w *worker) commit(now time.Time) {
 		return
 	}
 	parts, offsets := w.uncommitted()
+	for id, p := range parts {
+		// Its callback commits it (commitNow, commitLost): a background
+		// commit sent after that one would move it back.
+		if p.leaving {
+			delete(parts, id)
+			delete(offsets, id)
+		}
+	}
 	if len(offsets) == 0 {
 		return
 	}
@@ -54,9 +62,18 @@ func (w *worker) commit(now time.Time) {
 
 // commitNow commits synchronously within ctx, on revoke and shutdown: the
 // offsets must be committed before the partitions move or the client closes.
-// mu must be held. The client first waits for a background commit in flight,
-// which needs only ackMu to finish.
+// mu must be held.
+//
+// It first waits for a background commit in flight, which needs only ackMu
+// to finish. The client orders only commits it has been given: a background
+// commit whose goroutine started but has not reached the client yet (or
+// waits, as every commit does, for a join to end) could otherwise be sent
+// after this one and move the group's offsets back, and the next owner
+// would deliver again what lies between. The wait is short: that commit
+// runs within ShutdownTimeout, and no join runs while a revoke callback
+// does (franz-go calls it before the join, or after the sync).
 func (w *worker) commitNow(ctx context.Context) {
+	w.commits.Wait()
 	if parts, offsets := w.uncommitted(); len(offsets) > 0 {
 		w.recordCommit(w.sendCommit(ctx, parts, offsets))
 	}

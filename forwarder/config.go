@@ -401,6 +401,14 @@ func (c Config) validate() error {
 // fetch, and smaller fetches would cost more round trips than records.
 const minBufferShare = 256 << 10
 
+// maxBufferedRecords is the client's limit on records buffered for
+// produce, a backstop the buffers cannot reach: every record held counts at
+// least recordOverhead against MaxBufferedBytes, and four times as many fit
+// below it. franz-go allocates nothing for the limit up front.
+func (c *Config) maxBufferedRecords() int {
+	return int(4 * c.MaxBufferedBytes / recordOverhead)
+}
+
 // bufferShare is each forwarder's share of MaxBufferedBytes.
 func (c *Config) bufferShare() int64 { return c.MaxBufferedBytes / int64(len(c.stages())) }
 

@@ -37,9 +37,13 @@ func (w *worker) hold(e *entry) {
 // releaseHeld produces held records due by check and returns when the
 // earliest remaining one is due (the zero time if none). Records of a
 // partition gone are dropped as they reach the top: forgetHeld has
-// released what they counted.
-func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
+// released what they counted. Records of a partition leaving are kept
+// unless leaving is set (the callback that takes it away releases them),
+// and do not count in soonest once due: the callback wakes the loop when
+// it is done.
+func (w *worker) releaseHeld(check time.Time, leaving bool) (soonest time.Time) {
 	var again []*entry // held records a command changed: routed again
+	var kept []*entry  // due, of a partition leaving
 	for len(w.held) > 0 {
 		e := w.held[0]
 		if !e.part.gone && e.at.After(check) {
@@ -47,6 +51,10 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 		}
 		heap.Pop(&w.held)
 		if e.part.gone {
+			continue
+		}
+		if e.part.leaving && !leaving {
+			kept = append(kept, e)
 			continue
 		}
 		e.part.waiting--
@@ -65,6 +73,9 @@ func (w *worker) releaseHeld(check time.Time) (soonest time.Time) {
 	}
 	if len(w.held) > 0 {
 		soonest = w.held[0].at
+	}
+	for _, e := range kept {
+		heap.Push(&w.held, e)
 	}
 	return soonest
 }

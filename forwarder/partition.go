@@ -29,6 +29,10 @@ type partition struct {
 	notDue    bool  // its buffered records are not due soon: fetch no more
 	paused    bool  // fetching paused, for notDue or a full buffer
 	gone      bool  // revoked or lost: late acks for it are ignored
+	// leaving is set while a rebalance callback takes the partition away
+	// (markLeaving): the loop then hands on none of its records, which
+	// only the callback does.
+	leaving bool
 }
 
 // entry is one taken record on its way out: produced to a level, the target

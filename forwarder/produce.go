@@ -58,8 +58,8 @@ func (w *worker) produce(e *entry) {
 			w.failed = true
 		}
 		room := w.wakeAfter > 0 && w.acked >= w.wakeAfter
-		if (err != nil || room) && w.wakeFn != nil {
-			w.wakeFn()
+		if err != nil || room {
+			w.wake()
 		}
 	})
 }

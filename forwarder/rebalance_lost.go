@@ -85,8 +85,9 @@ func (w *worker) lostTargets(ids []int32) map[int32]int64 {
 
 // heldBy returns, for each partition, the first record of its window held in
 // memory (a remainder, or a record waiting to retry a failed produce): the
-// loop hands on none while the client runs lost, since a poll waits for the
-// rebalance, so the commit point stops there. mu must be held.
+// loop hands on none of a lost partition while the client runs lost (it is
+// marked leaving, markLeaving), so the commit point stops there. mu must be
+// held.
 func (w *worker) heldBy() map[*partition]int64 {
 	first := map[*partition]int64{}
 	for _, e := range w.held {

@@ -54,7 +54,7 @@ func (w *worker) drain(ctx context.Context, wait func(*entry) bool) {
 		w.mu.Lock()
 		now := w.cfg.NowFunc()
 		w.applyAcks(now)
-		w.releaseHeld(now)
+		w.releaseHeld(now, true)
 		var soonest time.Time
 		for _, e := range w.held {
 			if !e.part.gone && wait(e) {

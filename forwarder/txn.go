@@ -117,7 +117,14 @@ func (w *worker) txnEnd() time.Time {
 // aborts it and rewinds, then begins the next one. A commit End did not hear
 // confirmed (ctx ended, the coordinator died) is resolved from the group's
 // offsets (txn_resolve.go), never taken for an abort.
+//
+// The client's poll loop stays out of PollFetches from before End reads the
+// offsets polled until after Begin (poll_gate.go): franz-go forbids a poll
+// beside either. mu is not held while the gate is closed, since the loop may
+// wait for it in take.
 func (w *worker) endTxn(ctx, run context.Context) error {
+	release := w.cl.holdPolls()
+	defer release()
 	offsets, consistent := w.settle(ctx)
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
 		setTxnOffsets(req, w.source, offsets)

@@ -27,7 +27,9 @@ func crash(t *testing.T, f *Forwarder, done <-chan struct{}) {
 	t.Helper()
 	f.mu.Lock()
 	for _, w := range f.workers {
-		w.cl.kafka.Close()
+		// Through kill: the worker's shutdown closes the client too once
+		// its loop sees it closed, and must wait for this close to end.
+		w.cl.kill()
 	}
 	f.mu.Unlock()
 	select {

@@ -1,23 +1,27 @@
 package forwarder
 
-import "time"
+import (
+	"context"
+	"time"
+)
 
 // An exact-mode forwarder runs its loop only when something it would act on
-// may have changed, and otherwise sleeps in its fetch, which a new record
-// ends at once. Between two cycles, only these change what a cycle would do:
+// may have changed, and otherwise sleeps on its timer and its wake channel.
+// Between two cycles, only these change what a cycle would do, and each
+// sends to the channel (wake):
 //
-//   - a fetch brings records: the poll returns them;
+//   - a fetch brings records: the poll loop's take (poll.go);
 //   - a produce fails, or enough are acknowledged to unfill a full buffer:
-//     the produce callback ends the poll (produce.go);
+//     the produce callback (produce.go);
 //   - a rebalance revokes, loses or assigns partitions: nudge;
-//   - time reaches what wakeAt returns: a head or a held record falls due, a
-//     paused partition must resume ahead of its buffered records, or work
-//     handed on is due to be committed.
+//   - a scan of the level ends (command_scan.go);
+//   - time reaches what wakeAt returns, on the timer: a head or a held
+//     record falls due, a paused partition must resume ahead of its buffered
+//     records, or work handed on is due to be committed.
 //
-// Waking every CheckInterval regardless, as kdelay did before, cost most of
-// an idle kdelay serve's CPU: 19 forwarders with the default levels, ten
-// wake-ups a second each, a poll with its own context and goroutine every
-// time, all to find nothing to do.
+// Waking every CheckInterval regardless cost most of an idle kdelay serve's
+// CPU: 19 forwarders with the default levels, ten wake-ups a second each,
+// all to find nothing to do.
 
 // wakeAt is when the loop of a ModeExact worker must run next, given the
 // earliest head or held record due (soonest); the zero time if nothing but
@@ -25,7 +29,9 @@ import "time"
 func (w *worker) wakeAt(soonest, now time.Time) time.Time {
 	wake := soonest
 	for _, p := range w.parts {
-		if p.notDue && len(p.queue) > 0 {
+		// A partition leaving is its callback's, which nudges when done:
+		// its notDue is no longer kept up to date (releaseHeads).
+		if p.notDue && !p.leaving && len(p.queue) > 0 {
 			wake = earliest(wake, w.releaseAt(p.queue[len(p.queue)-1], now).Add(-w.resumeLead()))
 		}
 	}
@@ -58,10 +64,11 @@ func (w *worker) commitWake(now time.Time) time.Time {
 }
 
 // uncommittedWork reports whether a partition has records taken and not yet
-// acknowledged, or a commit point beyond its last commit. mu must be held.
+// acknowledged, or a commit point beyond its last commit: not one leaving,
+// which its callback commits. mu must be held.
 func (w *worker) uncommittedWork() bool {
 	for _, p := range w.parts {
-		if p.pending() || p.commitPoint().Offset > p.committed {
+		if !p.leaving && (p.pending() || p.commitPoint().Offset > p.committed) {
 			return true
 		}
 	}
@@ -71,11 +78,41 @@ func (w *worker) uncommittedWork() bool {
 // nudge makes the loop run a cycle now, or as soon as its current one ends:
 // rebalance callbacks call it after changing the partitions, whose pauses,
 // buffer and commits the loop must then look at again.
-func (w *worker) nudge() {
+func (w *worker) nudge() { w.wake() }
+
+// wake makes the loop run a cycle now, or as soon as its current one ends.
+// It never blocks: wakeCh holds one wake-up, and one pending is enough, since
+// the cycle it starts looks at everything. A wake-up sent while a cycle runs
+// stays pending and starts another, so none is lost to a cycle that looked
+// before the event. A worker made outside newWorker has no channel: a send
+// on nil never proceeds, and the default drops it.
+func (w *worker) wake() {
+	select {
+	case w.wakeCh <- struct{}{}:
+	default:
+	}
+}
+
+// sleep waits until wake (forever if zero), a wake-up, or the end of ctx.
+// It does not wait at all while a failure or enough acknowledged bytes are
+// pending: their callback may have come during the cycle, before wakeAfter
+// was set, and found no reason to wake.
+func (w *worker) sleep(ctx context.Context, timer *time.Timer, wake time.Time) {
 	w.ackMu.Lock()
-	defer w.ackMu.Unlock()
-	w.nudged = true
-	if w.wakeFn != nil {
-		w.wakeFn()
+	due := w.failed || (w.wakeAfter > 0 && w.acked >= w.wakeAfter)
+	w.ackMu.Unlock()
+	if due {
+		return
+	}
+	var at <-chan time.Time
+	if !wake.IsZero() {
+		timer.Reset(time.Until(wake))
+		defer timer.Stop()
+		at = timer.C
+	}
+	select {
+	case <-ctx.Done():
+	case <-w.wakeCh:
+	case <-at:
 	}
 }

@@ -2,13 +2,13 @@ package forwarder
 
 import (
 	"context"
-	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay"
 )
@@ -21,8 +21,10 @@ import (
 // A partition's records become due in offset order, so the worker looks only
 // at each partition's head. While the head is not due the partition is paused,
 // so its records stay in Kafka rather than in memory, and the loop sleeps until
-// the earliest thing it must do (see wakeAt): with nothing due it sleeps in
-// the fetch, which a new record ends at once.
+// the earliest thing it must do (see wakeAt): with nothing due it sleeps until
+// woken (wake.go), which a fetch of a new record does at once. It does not
+// poll: the poll loop of its client does (poll.go), and hands it what it
+// fetches (take).
 type worker struct {
 	cfg    *Config
 	level  string        // the level's name, IngressLevel for the ingress
@@ -72,20 +74,19 @@ type worker struct {
 	runCtx         context.Context
 
 	// ackMu guards what produce callbacks and the commit goroutine leave for
-	// the loop, and the cancel func of the poll in progress so that a
-	// failure, or enough acknowledged bytes to resume a full buffer, wakes
-	// it.
+	// the loop: a failure, or enough acknowledged bytes to resume a full
+	// buffer, also wakes it.
 	ackMu      sync.Mutex
 	acks       []ack
 	spareAcks  []ack // the loop's: the slice applyAcks gives acks next
 	failed     bool  // an ack in acks is a failure
-	nudged     bool  // a rebalance changed what the loop must do (nudge)
 	acked      int64 // bytes of the successful acks in acks
-	wakeAfter  int64 // wake the poll once acked reaches it; 0: never
-	wakeFn     context.CancelFunc
+	wakeAfter  int64 // wake the loop once acked reaches it; 0: never
 	commitDone *commitResult
 	found      []found // what the scan in flight found
 	scanDone   bool    // the scan in flight ended
+
+	wakeCh chan struct{} // the loop's wake-ups (wake.go); capacity 1
 
 	commits sync.WaitGroup // the background commit in flight
 	scans   sync.WaitGroup // the scan in flight (command_scan.go)
@@ -139,6 +140,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		side:       newPartition(-1, 0),
 		buf:        buffer{limit: cfg.bufferReserve()},
 		retries:    map[retryKey]retryState{},
+		wakeCh:     make(chan struct{}, 1),
 	}
 	opts := append(append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
@@ -159,6 +161,9 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		kgo.FetchMaxPartitionBytes(min(cfg.fetchMaxBytes(), 1<<20)),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
+		// What a worker holds is bounded by its buffer (buffer.go), not by
+		// the client's count, which only backs it up (produce).
+		kgo.MaxBufferedRecords(cfg.maxBufferedRecords()),
 		// The client rides out a short failure itself, then hands the
 		// broker's error to the loop, which retries until DeliveryTimeout
 		// and dead-letters the record with that error.
@@ -183,13 +188,13 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		if err != nil {
 			return nil, err
 		}
-		w.txn, w.cl = txn, &stageClient{kafka: txn.Client(), source: source}
+		w.txn, w.cl = txn, &stageClient{kafka: txn.Client(), source: source, gate: &pollGate{}}
 	} else {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
 			return nil, err
 		}
-		w.cl = &stageClient{kafka: cl, source: source}
+		w.cl = &stageClient{kafka: cl, source: source, gate: &pollGate{}}
 	}
 	cl := w.cl.kafka
 	// The client refuses a record larger than its own batch limit before
@@ -201,19 +206,33 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 	return w, nil
 }
 
-// run forwards until ctx ends, then shuts down in this order: stop fetching,
-// wait for in-flight produces, commit what was handed on, leave the group.
-// Records held in memory are not committed, so the next owner re-reads them.
+// run forwards until ctx ends, then shuts down in this order: stop fetching
+// (the poll loop returns), wait for in-flight produces, commit what was
+// handed on, leave the group. Records held in memory are not committed, so
+// the next owner re-reads them.
 func (w *worker) run(ctx context.Context) error {
 	w.mu.Lock()
 	w.runCtx = ctx
 	w.mu.Unlock()
+	// After both goroutines below: the client closes at its end, and a poll
+	// loop still polling would take that for a failure.
 	defer w.shutdown()
 	if w.txn != nil {
+		// Before the poll loop starts: Begin must not run beside a poll.
 		if err := w.begin(ctx); err != nil {
 			return err
 		}
 	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.Go(func() error { return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}).run(gctx) })
+	g.Go(func() error { return w.loop(gctx) })
+	return g.Wait()
+}
+
+// loop runs a cycle whenever there may be work, until ctx ends.
+func (w *worker) loop(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
 	for ctx.Err() == nil {
 		wake := w.cycle(w.cfg.NowFunc())
 		if w.txn != nil {
@@ -221,82 +240,30 @@ func (w *worker) run(ctx context.Context) error {
 				return err
 			}
 		}
-		if err := w.poll(ctx, wake); err != nil {
-			return err
-		}
+		w.sleep(ctx, timer, wake)
 	}
 	return nil
 }
 
-// poll waits for records until the wake time, an early wake from a failed
-// produce, or the end of ctx, and queues what it fetched.
-func (w *worker) poll(ctx context.Context, wake time.Time) error {
-	pctx, cancel := pollContext(ctx, wake)
-	defer cancel()
-	w.ackMu.Lock()
-	if w.failed || w.nudged || (w.wakeAfter > 0 && w.acked >= w.wakeAfter) {
-		w.nudged = false
-		w.ackMu.Unlock()
-		return nil
-	}
-	w.wakeFn = cancel
-	w.ackMu.Unlock()
-
-	fetches := w.cl.poll(pctx)
-
-	w.ackMu.Lock()
-	w.wakeFn = nil
-	w.ackMu.Unlock()
-	if fetches.IsClientClosed() {
-		return errors.New("kafka client closed")
-	}
-	var fenced error
-	fetches.EachError(func(topic string, p int32, err error) {
-		switch {
-		case isFenced(err):
-			fenced = w.fenced(err)
-		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
-			w.log.Warn("fetch_failed", "partition", p, "err", err)
-		}
-	})
-	if fenced != nil {
-		return fenced
-	}
-	w.take(fetches)
-	// Rebalances wait while polled records are being queued, so a revoke
-	// never races a partition being filled.
-	w.cl.allowRebalance()
-	return nil
-}
-
-// take queues the records fetched from the worker's source.
-func (w *worker) take(fetches kgo.Fetches) {
+// take queues fetched records of the worker's source, and wakes the loop.
+func (w *worker) take(fps []kgo.FetchTopicPartition) {
+	defer w.wake()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	var fetched int64
-	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+	for _, fp := range fps {
 		if fp.Topic == w.source && len(fp.Records) > 0 {
 			p := w.partition(fp.Partition, fp.Records[0].Offset)
 			fetched += p.enqueue(fp.Records)
 		}
-	})
+	}
 	w.buf.add(fetched)
 	w.buf.fetch = max(w.buf.fetch, fetched)
-	// Pause now, not at the next cycle: the client fetches in the
-	// background, and a fetch that arrives for a paused partition is
-	// dropped rather than returned.
+	// Pause now, before the poll loop polls again: a poll strips the
+	// buffered fetch of a paused partition (franz-go source.go
+	// takeBuffered) and fetches it again once resumed, so a partition
+	// paused late would have its records fetched twice.
 	w.throttle()
-}
-
-// pollContext is the context of one poll: cancelled at wake (never, if
-// zero), by an early wake, or with ctx. It makes exactly one child of ctx,
-// which the caller's cancel releases: a child left uncancelled stays
-// registered on ctx until the process stops, one per poll.
-func pollContext(ctx context.Context, wake time.Time) (context.Context, context.CancelFunc) {
-	if wake.IsZero() {
-		return context.WithCancel(ctx)
-	}
-	return context.WithDeadline(ctx, wake)
 }
 
 func (w *worker) partition(id int32, from int64) *partition {
@@ -322,7 +289,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	// Heads first: routing one may hold it, and releaseHeld then counts it
 	// in the next wake-up.
 	soonest := w.releaseHeads(heads, now)
-	soonest = earliest(soonest, w.releaseHeld(held))
+	soonest = earliest(soonest, w.releaseHeld(held, false))
 	w.throttle() // what waits may have changed (pauseIdle)
 	if w.txn == nil {
 		w.commit(now)
@@ -372,6 +339,9 @@ func (w *worker) releaseAt(r *kgo.Record, now time.Time) time.Time {
 // remaining head is due (the zero time if none).
 func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 	for _, p := range w.parts {
+		if p.leaving {
+			continue // its callback hands on what it must (markLeaving)
+		}
 		// In exactly-once, a partition waits for a record held in memory
 		// before taking the ones behind it (see txn.go).
 		for len(p.queue) > 0 && (w.txn == nil || p.waiting == 0) {

@@ -1,0 +1,95 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// pollLoop is the one goroutine that polls a client: it hands each fetch to
+// the worker of its topic (take), which queues it and wakes, then lets a
+// rebalance held back by the poll go on. The workers never poll: each waits
+// on its own timer and wake-ups (wake.go), so a level of 1s never waits on
+// another stage's fetch, and the poll waits for records only.
+//
+// With BlockRebalanceOnPoll, a rebalance callback runs only once every
+// polled record has been handed on (AllowRebalance after take), and a poll
+// waits while a callback runs: a callback never races a partition being
+// filled. It may race a worker's cycle, which the callbacks keep out of the
+// partitions they take away (markLeaving).
+type pollLoop struct {
+	cl      *stageClient
+	log     *slog.Logger
+	workers map[string]*worker // by source topic, fixed for the client's life
+	unknown map[string]bool    // topics fetched with no worker, logged once
+}
+
+func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker) *pollLoop {
+	return &pollLoop{cl: cl, log: log, workers: workers, unknown: map[string]bool{}}
+}
+
+// run polls until ctx ends or the group fences this member.
+func (l *pollLoop) run(ctx context.Context) error {
+	for ctx.Err() == nil {
+		if err := l.pollOnce(ctx); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// pollOnce waits for a fetch, hands it on and allows a rebalance, within
+// the client's gate (poll_gate.go): a transaction's End or Begin waits until
+// it returns, and cancels the wait for records.
+func (l *pollLoop) pollOnce(ctx context.Context) error {
+	pctx, leave := l.cl.gate.enter(ctx)
+	defer leave()
+	fetches := l.cl.poll(pctx)
+	// Even after an error: a poll ended by its context has joined the
+	// pollers that hold a rebalance back.
+	defer l.cl.allowRebalance()
+	if fetches.IsClientClosed() && ctx.Err() == nil {
+		return errors.New("kafka client closed")
+	}
+	var fenced error
+	fetches.EachError(func(topic string, p int32, err error) {
+		switch {
+		case isFenced(err):
+			fenced = err
+		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
+			l.log.Warn("fetch_failed", "partition", p, "err", err)
+		}
+	})
+	if fenced != nil {
+		// One group per client: any of its workers names it.
+		for _, w := range l.workers {
+			return w.fenced(fenced)
+		}
+	}
+	l.hand(fetches)
+	return nil
+}
+
+// hand gives each worker the partitions of its source in fetches.
+func (l *pollLoop) hand(fetches kgo.Fetches) {
+	byTopic := map[string][]kgo.FetchTopicPartition{}
+	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
+		if len(fp.Records) > 0 {
+			byTopic[fp.Topic] = append(byTopic[fp.Topic], fp)
+		}
+	})
+	for topic, fps := range byTopic {
+		w, ok := l.workers[topic]
+		if !ok {
+			if !l.unknown[topic] {
+				// A bug: the client consumes only its workers' sources.
+				l.log.Error("fetched_topic_without_worker", "fetched", topic)
+				l.unknown[topic] = true
+			}
+			continue
+		}
+		w.take(fps)
+	}
+}
