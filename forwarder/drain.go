@@ -134,6 +134,12 @@ func watchDrain(ctx context.Context, adm *kadm.Client, cfg *Config, d dropped, s
 // deleteHint says how to delete a dropped level's topic and group, which
 // kdelay leaves in place.
 func deleteHint(cfg *Config, d dropped) string {
-	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %[1]s --delete --topic %[2]s; kafka-consumer-groups.sh --bootstrap-server %[1]s --delete --group %[3]s",
-		strings.Join(cfg.Brokers, ","), d.topic, d.view.Group)
+	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %s --delete --topic %s; %s",
+		strings.Join(cfg.Brokers, ","), d.topic, deleteGroupHint(cfg.Brokers, d.view.Group))
+}
+
+// deleteGroupHint is the command that deletes a consumer group kdelay no
+// longer reads; Kafka refuses it while the group has members.
+func deleteGroupHint(brokers []string, group string) string {
+	return fmt.Sprintf("kafka-consumer-groups.sh --bootstrap-server %s --delete --group %s", strings.Join(brokers, ","), group)
 }

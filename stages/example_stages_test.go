@@ -47,6 +47,26 @@ func ExampleConfig_Dropped() {
 	// not a level kdelay.level.soon
 }
 
+// The consumer groups of the per-stage layout for a fleet that dropped a
+// level: a process of the one-group layout takes over their committed
+// offsets, after which they can be deleted.
+func ExampleConfig_LegacyGroups() {
+	set, err := levels.Parse([]string{"1s", "1m"})
+	if err != nil {
+		log.Fatal(err)
+	}
+	cfg := stages.Config{Group: "kdelay", Levels: set}
+	dropped, _ := cfg.Dropped([]string{"kdelay.ingress", "kdelay.level.1s", "kdelay.level.1m", "kdelay.level.5m"})
+	for _, g := range cfg.LegacyGroups(dropped) {
+		fmt.Println(g)
+	}
+	// Output:
+	// kdelay.ingress
+	// kdelay.level.1s
+	// kdelay.level.1m
+	// kdelay.level.5m
+}
+
 // How many records each stage's group has not committed, as kdelay status
 // and the kdelay_pending_records gauge count them. It needs a broker, so
 // it has no output here.

@@ -34,6 +34,23 @@ func IngressGroup(group string) string { return group + ".ingress" }
 // with: "<group>.level.<name>".
 func LevelGroup(group, level string) string { return group + ".level." + level }
 
+// LegacyGroups are the consumer groups of the per-stage layout, where each
+// stage has its own: the ingress's, each configured level's, then each
+// dropped level's (as Dropped returns them). A process of the one-group
+// layout takes their committed offsets over once, and says how to delete
+// them. They are named by IngressGroup and LevelGroup, whatever group a
+// Stage is read with.
+func (c Config) LegacyGroups(dropped []Stage) []string {
+	groups := []string{IngressGroup(c.Group)}
+	for _, l := range c.Levels {
+		groups = append(groups, LevelGroup(c.Group, l.Name))
+	}
+	for _, s := range dropped {
+		groups = append(groups, LevelGroup(c.Group, s.Name))
+	}
+	return groups
+}
+
 // Stage is one forwarder of a fleet as Kafka shows it: the topic it reads,
 // the consumer group it reads it with and how long a record waits there.
 type Stage struct {
