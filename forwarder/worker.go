@@ -113,6 +113,24 @@ type worker struct {
 // every 30 s is a few percent of what an idle kdelay sends.
 const metadataMaxAge = 30 * time.Second
 
+// MetadataMinAge is the client option that lets a client reload metadata
+// soon after an error says a partition moved: metadataMinAge apart rather
+// than franz-go's 5s. When a broker dies, its partitions get new leaders once
+// the controller fences it, and a client that learns of that up to 5s later
+// holds every record for those partitions as long; in exactly-once, a
+// transaction cannot end while one of its records waits, nor can the
+// producer's next one begin (the broker answers CONCURRENT_TRANSACTIONS
+// until the last one's markers are written), so every stage that wrote to
+// such a partition waited it out, then again after each retry. The
+// scheduler's client uses it too. It costs nothing while the cluster is
+// healthy: only an error, or MetadataMaxAge, triggers a reload.
+func MetadataMinAge() kgo.Opt { return kgo.MetadataMinAge(metadataMinAge) }
+
+// metadataMinAge is how soon a client may reload metadata after its last
+// load: what it does for a leader's failure is measured in
+// docs/RELIABILITY.md, "A leader's node killed".
+const metadataMinAge = 500 * time.Millisecond
+
 type ack struct {
 	e   *entry
 	err error
@@ -180,6 +198,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		// there wait unread, late. franz-go's 5 minutes is the Java
 		// client's default; for a delay system that is 5 minutes late.
 		kgo.MetadataMaxAge(metadataMaxAge),
+		MetadataMinAge(),
 	}, w.groupOpts(group)...), stageCallbacks(map[string]*worker{source: w})...)
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)

@@ -32,6 +32,9 @@ func (s *Scheduler) connect() error {
 		kgo.HeartbeatInterval(min(s.cfg.SessionTimeout/10, 3*time.Second)),
 		// Through a coordinator's failover, as the forwarder's groups.
 		forwarder.GroupRetryTimeout(s.cfg.SessionTimeout),
+		// Its occurrences reach a partition that moved as soon as the
+		// forwarder's records do.
+		forwarder.MetadataMinAge(),
 		// Nothing is resumed from a committed offset: a partition is read
 		// from its start each time it is assigned (fromStart).
 		kgo.DisableAutoCommit(),
