@@ -31,6 +31,8 @@ func scenarioByName(name string) scenario {
 		return scenario{name: name, instances: 3, inject: killOne, again: func(r *faultRun) bool { return len(r.fleet.procs) > 1 }}
 	case ScenarioBrokerRestart:
 		return scenario{name: name, instances: 1, ownBroker: true, inject: restartBroker, again: always}
+	case ScenarioRoll:
+		return scenario{name: name, instances: 3, inject: rollServes, again: always}
 	case ScenarioNodeKill:
 		return scenario{name: name, instances: clusterInstances, cluster: true, inject: killNode, again: always}
 	case ScenarioNodeRoll:
@@ -90,4 +92,30 @@ func scaleDownUp(ctx context.Context, r *faultRun) (int, int, error) {
 		}
 	}
 	return n, n - 1, nil
+}
+
+// rollServes restarts every kdelay serve in turn, oldest first: SIGTERM,
+// then a new process with the same instance id, and the next once every
+// group is stable with all of them again, one of them more new each time.
+// A clean stop leaves the groups, so the restarted process joins as a new
+// member.
+func rollServes(ctx context.Context, r *faultRun) (int, int, error) {
+	n := len(r.fleet.procs)
+	before, _ := r.c.members(ctx, r.groups) // nil: every member counts as new
+	for i := range n {
+		if err := r.fleet.restartOldest(); err != nil {
+			return 0, 0, err
+		}
+		if i == n-1 {
+			break // the run waits for the last
+		}
+		ok, err := r.waitBack(ctx, n, i+1, before)
+		if err != nil {
+			return 0, 0, err
+		}
+		if !ok {
+			return 0, 0, fmt.Errorf("the groups were not stable with %d kdelay serve within %s of restarting number %d", n, r.cfg.BackTimeout, i+1)
+		}
+	}
+	return n, n, nil
 }

@@ -35,6 +35,10 @@ const (
 	// ScenarioScale: three kdelay serve, two stopped with SIGTERM, then two
 	// started again: 3 → 1 → 3.
 	ScenarioScale = "scale"
+	// ScenarioRoll: three kdelay serve restarted one after the other, as
+	// a rolling deploy does: each stopped with SIGTERM and started again
+	// with its instance id, the next once every group is stable again.
+	ScenarioRoll = "roll"
 
 	// The cluster scenarios run two kdelay serve on a 3-node cluster that
 	// `KAFKA_NODES=3 scripts/local-kafka start` started, and fault its
@@ -54,7 +58,7 @@ const (
 
 // Scenarios are the fault scenarios that run on any broker, in the order
 // Faults runs them: those it runs when none are named.
-var Scenarios = []string{ScenarioKillRestart, ScenarioKill, ScenarioBrokerRestart, ScenarioScale}
+var Scenarios = []string{ScenarioKillRestart, ScenarioKill, ScenarioBrokerRestart, ScenarioScale, ScenarioRoll}
 
 // ClusterScenarios are the scenarios that need a local-kafka cluster of 3
 // nodes, in the order Faults runs them.

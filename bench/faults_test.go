@@ -18,7 +18,7 @@ func TestFaultConfigValidate(t *testing.T) {
 		want string // in the error; "" for none
 	}{
 		{"defaults", FaultConfig{}, ""},
-		{"unknown scenario", FaultConfig{Scenarios: []string{"reboot"}}, `"reboot" is not a scenario; pick from kill-restart, kill, broker-restart, scale, node-kill, node-roll, quorum-loss`},
+		{"unknown scenario", FaultConfig{Scenarios: []string{"reboot"}}, `"reboot" is not a scenario; pick from kill-restart, kill, broker-restart, scale, roll, node-kill, node-roll, quorum-loss`},
 		{"cluster scenario on the embedded broker", FaultConfig{Scenarios: []string{ScenarioNodeKill, ScenarioKill}},
 			"the cluster scenarios (node-kill) fault the nodes of a 3-node Apache Kafka cluster, not the embedded broker: start one with `KAFKA_NODES=3 scripts/local-kafka start`"},
 		{"cluster scenario on a cluster", FaultConfig{Scenarios: []string{ScenarioNodeRoll}, Brokers: []string{"127.0.0.1:19992"}}, ""},

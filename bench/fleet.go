@@ -54,6 +54,24 @@ func (f *fleet) kill() error {
 	return ch.kill()
 }
 
+// restartOldest stops the oldest process with SIGTERM, waits for it, and
+// starts another in its slot, with its instance id, as a rolling deploy
+// does.
+func (f *fleet) restartOldest() error {
+	if len(f.procs) == 0 {
+		return errors.New("no kdelay serve left to restart")
+	}
+	ch := f.procs[0]
+	f.procs = f.procs[1:]
+	if ch.slot >= 0 {
+		f.free = append(f.free, ch.slot)
+	}
+	if err := stopAll([]*child{ch}); err != nil {
+		return err
+	}
+	return f.start()
+}
+
 // term stops the n newest processes with SIGTERM, all at once, and waits
 // for them: a clean stop, which leaves the group.
 func (f *fleet) term(n int) error {

@@ -40,6 +40,8 @@ kdelay serve processes, topics and groups:
                   with --brokers, 'scripts/local-kafka stop' then 'KAFKA_KEEP_DATA=1
                   scripts/local-kafka start' on the broker's port
   scale           3 kdelay serve, two stopped with SIGTERM, then two started: 3 -> 1 -> 3
+  roll            3 kdelay serve restarted one after the other (SIGTERM, start with the
+                  same instance id), the next once every group is stable: a rolling deploy
 
 The cluster scenarios run only when named, on the 3 nodes of a cluster that
 'KAFKA_NODES=3 scripts/local-kafka start' started (--brokers: what it prints), with 2
