@@ -123,7 +123,9 @@ const metadataMaxAge = 30 * time.Second
 // until the last one's markers are written), so every stage that wrote to
 // such a partition waited it out, then again after each retry. The
 // scheduler's client uses it too. It costs nothing while the cluster is
-// healthy: only an error, or MetadataMaxAge, triggers a reload.
+// healthy: only an error, or MetadataMaxAge, triggers a reload. While a
+// broker stays down, each client reloads at most twice a second, as the
+// Java client may (retry.backoff.ms to retry.backoff.max.ms, 100 ms to 1 s).
 func MetadataMinAge() kgo.Opt { return kgo.MetadataMinAge(metadataMinAge) }
 
 // metadataMinAge is how soon a client may reload metadata after its last
