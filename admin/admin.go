@@ -56,6 +56,7 @@ const (
 // Forwarder is what the listener reads of a *forwarder.Forwarder.
 type Forwarder interface {
 	Ready() <-chan struct{}
+	Waiting() string
 	Levels() []forwarder.LevelState
 	Commands() forwarder.CommandStats
 }

@@ -18,7 +18,9 @@ func (s *Server) livez(w http.ResponseWriter, _ *http.Request) {
 // readyz answers 200 once this kdelay forwards, and 503 with the reason
 // otherwise: while it starts, until every forwarder's group has assigned it
 // its partitions, while a forwarder is stuck (forwarder.Config.StuckAfter),
-// and whenever no broker answers.
+// and whenever no broker answers. While it waits by design for processes of
+// the per-stage layout to stop (forwarder.Forwarder.Waiting), it answers 200
+// if a broker answers: a rolling deploy then goes on to stop them.
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readyTimeout)
 	defer cancel()
@@ -37,6 +39,11 @@ func (s *Server) ready(ctx context.Context) error {
 	select {
 	case <-s.cfg.Forwarder.Ready():
 	default:
+		if why := s.cfg.Forwarder.Waiting(); why != "" {
+			// Ready to be left running: a rolling deploy goes on and
+			// stops the old processes it waits for.
+			return s.cl.Ping(ctx)
+		}
 		return errors.New("starting: checking topics and starting the forwarders")
 	}
 	for _, l := range s.cfg.Forwarder.Levels() {

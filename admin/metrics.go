@@ -93,6 +93,21 @@ func (m *Metrics) Level(name string) forwarder.LevelObserver {
 	return l
 }
 
+// ClientOpts are the hooks of the one client every level shares in
+// at-least-once delivery: kprom's metrics, labelled level="all". It makes
+// Metrics a forwarder.ClientObserver.
+func (m *Metrics) ClientOpts() []kgo.Opt {
+	return []kgo.Opt{kgo.WithHooks(kprom.NewMetrics(Namespace,
+		kprom.Registry(m.reg),
+		kprom.WithStaticLabel(prometheus.Labels{"level": AllLevels}),
+		kprom.FetchAndProduceDetail(kprom.ByNode, kprom.Records, kprom.UncompressedBytes),
+	))}
+}
+
+// AllLevels is the level label of the metrics of a client every level
+// shares.
+const AllLevels = "all"
+
 // level is one forwarder's metrics, resolved once so that counting a record
 // is an atomic add: no label lookup, no allocation.
 type level struct {

@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/stages"
 )
@@ -174,8 +175,8 @@ func (c *cluster) ready(ctx context.Context, coll *collector, topic string) erro
 // with its partitions assigned: from then on a record due is a record
 // forwarded, and the time the forwarder took to join its groups is not
 // counted as lateness.
-func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set) error {
-	groups := forwarderGroups(in.Group(), set)
+func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set, delivery forwarder.Delivery) error {
+	groups := forwarderGroups(in.Group(), set, delivery)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -206,13 +207,10 @@ func (c *cluster) stable(ctx context.Context, groups []string) bool {
 }
 
 // forwarderGroups are the consumer groups of a forwarder with group and
-// levels: the ingress router's and one per level.
-func forwarderGroups(group string, set levels.Set) []string {
-	var groups []string
-	for _, s := range (stages.Config{Group: group, Levels: set}).Configured() {
-		groups = append(groups, s.Group)
-	}
-	return groups
+// levels: group itself at-least-once, the ingress router's and one per
+// level exactly-once.
+func forwarderGroups(group string, set levels.Set, delivery forwarder.Delivery) []string {
+	return stages.Groups(stages.Config{Group: group, Levels: set, ExactlyOnce: delivery == forwarder.ExactlyOnce}.Configured())
 }
 
 // members returns the member ids of each group that is Stable; a group

@@ -47,7 +47,7 @@ func (r *faultRun) nodeFor(ctx context.Context, role string) (int32, error) {
 	var err error
 	switch role {
 	case NodeGroupCoordinator:
-		id, err = coordinator(r.c.adm.FindGroupCoordinators(ctx, forwarder.IngressGroup(r.name)))
+		id, err = coordinator(r.c.adm.FindGroupCoordinators(ctx, forwarderGroups(r.name, r.cfg.Levels, r.cfg.Delivery)[0]))
 	case NodeTxnCoordinator:
 		id, err = coordinator(r.c.adm.FindTxnCoordinators(ctx, r.txnID()))
 	case NodeController:

@@ -60,7 +60,7 @@ func TestDefaults(t *testing.T) {
 		Group:             "kdelay",
 		Mode:              "exact",
 		CheckInterval:     100 * time.Millisecond,
-		FetchMaxWait:      5 * time.Second,
+		FetchMaxWait:      100 * time.Millisecond,
 		MaxBufferedBytes:  64 << 20,
 		MaxDelay:          400 * 24 * time.Hour,
 		DeliveryTimeout:   5 * time.Minute,
@@ -240,7 +240,7 @@ func TestValidation(t *testing.T) {
 		{"zero size", sources{args: []string{"--max-buffered-bytes=0"}},
 			"max-buffered-bytes: 0 is not positive; use a size such as 64MiB (from --max-buffered-bytes)"},
 		{"duration without unit", sources{yaml: "fetch-max-wait: 500\n"},
-			`fetch-max-wait: "500" is not a Go duration such as 5s (from `},
+			`fetch-max-wait: "500" is not a Go duration such as 100ms (from `},
 		{"zero duration", sources{args: []string{"--commit-interval=0"}},
 			"commit-interval: 0 is not positive; use a duration such as 1s (from --commit-interval)"},
 		{"negative duration", sources{args: []string{"--shutdown-timeout=-1s"}},
@@ -489,7 +489,7 @@ func TestConfigFileProblemsTogether(t *testing.T) {
 		`config file ` + path + `: unknown key "kafka"; remove it; kdelay serve --help lists the keys`,
 		`partitions: 0 is out of range; use at least 1 (from ` + path + `)`,
 		`mode: "fast" is not one of exact, poll; use one of them (from ` + path + `)`,
-		`fetch-max-wait: "1" is not a Go duration such as 5s (from --fetch-max-wait)`,
+		`fetch-max-wait: "1" is not a Go duration such as 100ms (from --fetch-max-wait)`,
 	}
 	if got := strings.Split(err.Error(), "\n"); !reflect.DeepEqual(got, want) {
 		t.Errorf("error:\n%v\nwant:\n%s", err, strings.Join(want, "\n"))

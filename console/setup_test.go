@@ -97,11 +97,12 @@ func (f *fixture) produce(r *kgo.Record) *kgo.Record {
 	return r
 }
 
-// commit commits offset of partition 0 of level's topic for its group, as
-// the level's forwarder does once it has moved the records before it on.
+// commit commits offset of partition 0 of level's topic for its group (at
+// least once, the one every stage is read with), as the level's forwarder
+// does once it has moved the records before it on.
 func (f *fixture) commit(level string, offset int64) {
 	f.t.Helper()
-	topic, group := f.topics.Level(level), f.group+".level."+level
+	topic, group := f.topics.Level(level), f.group
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var os kadm.Offsets

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/stages"
 )
 
@@ -14,7 +15,7 @@ import (
 type Stage = stages.Stage
 
 func (c Config) view() stages.Config {
-	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels}
+	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels, ExactlyOnce: c.Delivery == forwarder.ExactlyOnce}
 }
 
 // Stages are the ingress and the configured levels, then the level topics of

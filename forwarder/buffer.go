@@ -172,8 +172,10 @@ func (w *worker) setFetching(p *partition) {
 // and the partitions resumed meanwhile wait behind it. That halved a burst's
 // throughput or worse (docs/BENCHMARKS.md), and with records held for their
 // time it made each refill wait FetchMaxWait (TestFullBufferOfHeldRecords).
-// With the whole topic paused no fetch is sent, so the one that resumes it
-// starts at once.
+// With the whole topic paused no fetch is sent for it, so on a client of its
+// own (exactly-once) the one that resumes it starts at once. On the client
+// every stage shares (at-least-once) the other stages' idle partitions may
+// hold a fetch in flight, for FetchMaxWait at most (DefaultFetchMaxWait).
 func (w *worker) pauseIdle(pause bool) {
 	if pause == w.buf.idle {
 		return

@@ -110,9 +110,12 @@ func TestBurstIsBounded(t *testing.T) {
 }
 
 // TestFullBufferBurst forwards a burst from one partition of the ingress, the
-// other idle, with a long FetchMaxWait: a forwarder whose buffer fills and
-// empties again and again must not wait on the idle partition's fetch, which
-// the broker holds for FetchMaxWait, each time it resumes the busy one.
+// other idle: a forwarder whose buffer fills and empties again and again
+// must not wait long on the idle partitions' fetch, which the broker holds
+// for FetchMaxWait, each time it resumes the busy one. With one client for
+// every stage, the level's idle partitions are in that fetch however the
+// ingress pauses its own, so the wait is FetchMaxWait at most: at 5s, the
+// default while each stage had a client, half the records came in time.
 func TestFullBufferBurst(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"5s"})
@@ -122,7 +125,7 @@ func TestFullBufferBurst(t *testing.T) {
 	)
 	cfg := fx.cfg
 	cfg.MaxBufferedBytes = 2 * share
-	cfg.FetchMaxWait = 5 * time.Second
+	cfg.FetchMaxWait = DefaultFetchMaxWait
 	ingress := cfg.Topics.Ingress()
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
 	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader { return kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte("0")} })
@@ -144,11 +147,13 @@ func TestFullBufferBurst(t *testing.T) {
 // TestFullBufferOfHeldRecords forwards a burst from one partition of the
 // ingress, the other idle, each record due a millisecond after the one before
 // and below the smallest level, so that the ingress holds them in memory
-// until their time, with a long FetchMaxWait. The buffer fills with records
-// held for their time again and again; each time half of it is handed on,
-// the busy partition must be fetched at once, not after the idle partition's
-// fetch, which the broker holds for FetchMaxWait: the records would then be
-// late by up to that at every refill.
+// until their time. The buffer fills with records held for their time again
+// and again; each time half of it is handed on, the busy partition must be
+// fetched before its records are due, but it waits for the idle partitions'
+// fetch, which the broker holds for FetchMaxWait (the level's are in it
+// whatever the ingress pauses: one client serves every stage). The records
+// are late by up to that at every refill, and fall behind when a refill
+// brings less than the wait: with 250ms, 1.5s late on Apache Kafka.
 func TestFullBufferOfHeldRecords(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"5s"})
@@ -159,7 +164,7 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 	)
 	cfg := fx.cfg
 	cfg.MaxBufferedBytes = 2 * share
-	cfg.FetchMaxWait = 5 * time.Second
+	cfg.FetchMaxWait = DefaultFetchMaxWait
 	ingress := cfg.Topics.Ingress()
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
 	// The forwarder first: on Apache Kafka joining its groups takes seconds,

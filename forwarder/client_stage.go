@@ -22,7 +22,18 @@ type stageClient struct {
 	kafka  *kgo.Client
 	source string
 	gate   *pollGate // shared by every stageClient of kafka
+	own    bool      // the stage's own client, which it polls and closes; else the Forwarder does
 	closed sync.Once // kafka is closed once: see close
+
+	// flying counts the stage's records produced and not yet answered;
+	// landed is closed when it falls to 0 while flush waits (see flush).
+	mu     sync.Mutex
+	flying int
+	landed chan struct{}
+}
+
+func newStageClient(kafka *kgo.Client, source string, gate *pollGate, own bool) *stageClient {
+	return &stageClient{kafka: kafka, source: source, gate: gate, own: own}
 }
 
 // pause stops fetching the partitions ids of the source until resume; a
@@ -48,12 +59,42 @@ func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
 // target that may never answer, and once stages share a client, hold back
 // every stage's loop with it.
 func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	c.kafka.TryProduce(context.Background(), r, promise)
+	c.mu.Lock()
+	c.flying++
+	c.mu.Unlock()
+	c.kafka.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
+		promise(r, err)
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		if c.flying--; c.flying == 0 && c.landed != nil {
+			close(c.landed)
+			c.landed = nil
+		}
+	})
 }
 
-// flush waits until every record produced so far has its outcome, or ctx
-// ends.
-func (c *stageClient) flush(ctx context.Context) error { return c.kafka.Flush(ctx) }
+// flush waits until every record the stage produced so far has its outcome,
+// or ctx ends. Not the client's Flush, which waits until the client holds no
+// record at all: with stages sharing a client, the others go on producing,
+// and under a steady load that may never come.
+func (c *stageClient) flush(ctx context.Context) error {
+	c.mu.Lock()
+	if c.flying == 0 {
+		c.mu.Unlock()
+		return nil
+	}
+	if c.landed == nil {
+		c.landed = make(chan struct{})
+	}
+	landed := c.landed
+	c.mu.Unlock()
+	select {
+	case <-landed:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // commit commits offsets for the source's partitions in the stage's group
 // and waits for the answer, after any commit in flight: the client sends one
@@ -94,8 +135,18 @@ func (c *stageClient) admin() *kadm.Client { return kadm.NewClient(c.kafka) }
 // waits for the first and does nothing: franz-go's Close must not run twice
 // at once (its fetch sessions are killed unguarded, source.go
 // killSessionOnClose).
-func (c *stageClient) close() { c.closed.Do(c.kafka.CloseAllowingRebalance) }
+// A client shared by stages is the Forwarder's to close, after every stage
+// stopped.
+func (c *stageClient) close() {
+	if c.own {
+		c.closed.Do(c.kafka.CloseAllowingRebalance)
+	}
+}
 
 // kill closes the client as a crash would, without letting a rebalance
 // held back by a poll go on: the tests' stand-in for SIGKILL.
-func (c *stageClient) kill() { c.closed.Do(c.kafka.Close) }
+func (c *stageClient) kill() {
+	if c.own {
+		c.closed.Do(c.kafka.Close)
+	}
+}

@@ -23,7 +23,7 @@ func TestCommit(t *testing.T) {
 		if fx.cluster.Real() {
 			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
 		}
-		group := fx.cfg.Group + ".ingress"
+		group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
 		holding := make(chan struct{}, 1)
 		release := make(chan struct{})
 		fake := fx.cluster.Fake
@@ -70,7 +70,7 @@ func TestCommit(t *testing.T) {
 		if fx.cluster.Real() {
 			t.Skip("needs kfake's Fault to fail one partition of an OffsetCommit")
 		}
-		group := fx.cfg.Group + ".ingress"
+		group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
 		fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.OffsetMetadataTooLarge})
 		cfg := fx.cfg
 		var logs *logBook

@@ -69,13 +69,21 @@ const (
 	// record arrives.
 	DefaultCheckInterval = 100 * time.Millisecond
 
-	// DefaultFetchMaxWait is franz-go's 5s: an idle forwarder sends one
-	// empty fetch per FetchMaxWait, and with 19 of them that was most of
-	// an idle kdelay serve's CPU at 500ms (docs/BENCHMARKS.md). A new
-	// record ends a fetch at once whatever its wait, and a partition paused
-	// because its head is not due resumes FetchMaxWait early; one paused
-	// for a full buffer is fetched at once when it resumes (pauseIdle).
-	DefaultFetchMaxWait = 5 * time.Second
+	// DefaultFetchMaxWait is how long a fetch with nothing new waits at
+	// the broker. One client fetches for every stage (at-least-once), one
+	// request a broker at a time: a partition resumed while a fetch is in
+	// flight waits for it, and when only idle partitions are in it (a full
+	// stage paused its own) that is this long, at every refill of a full
+	// buffer. At 5s, franz-go's default and kdelay's while each stage had
+	// a client and paused its whole topic instead (pauseIdle), a burst
+	// through a full buffer moved half as fast (TestFullBufferBurst); at
+	// 250ms, records held for their time through a small buffer fell
+	// behind, 1.5s late on Apache Kafka, and 107ms at 100ms
+	// (TestFullBufferOfHeldRecords). An idle kdelay sends a fetch a broker
+	// per 100ms: measured side by side for 60s on one broker, 0.75% of a
+	// core in all for serve, 0.80% for the client a stage at 5s before,
+	// 0.42% at 250ms.
+	DefaultFetchMaxWait = 100 * time.Millisecond
 
 	// DefaultMaxBufferedBytes bounds the records a whole Forwarder holds in
 	// memory to 64 MiB, so that kdelay serve fits a small container (128 MiB
@@ -173,7 +181,7 @@ type Config struct {
 	// partition resumed while a fetch is in flight is fetched after it ends,
 	// so a paused partition is resumed this long (plus CheckInterval) before
 	// its last buffered record is due, unless memory is pressed (see
-	// MaxBufferedBytes). Default DefaultFetchMaxWait, 5s.
+	// MaxBufferedBytes). Default DefaultFetchMaxWait, 100ms.
 	FetchMaxWait time.Duration
 
 	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
@@ -445,7 +453,7 @@ func (c *Config) stages() []stage {
 // view names the stages as Kafka shows them: package stages holds the list
 // and the group names, which kdelay status and the pending gauge read too.
 func (c *Config) view() stages.Config {
-	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels}
+	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels, ExactlyOnce: c.Delivery == ExactlyOnce}
 }
 
 // stage is what a worker needs of v: its group as a suffix of Config.Group.

@@ -261,7 +261,7 @@ func TestLargeRecord(t *testing.T) {
 		t.Errorf("%d of the %d records behind the large one delivered within 30s", len(got), n)
 	}
 	stop()
-	if ok, committed, end := fx.committedAll(fx.cfg.Group+".ingress", fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(stageGroup(fx.cfg, fx.cfg.Topics.Ingress()), fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
 		t.Errorf("after a clean stop the ingress group committed %v, want the end offsets %v: a restart would deliver again", committed, end)
 	}
 }

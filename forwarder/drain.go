@@ -95,10 +95,14 @@ func (f *Forwarder) drain(ctx context.Context, g *errgroup.Group, adm *kadm.Clie
 		stop()
 		return err
 	}
-	f.cfg.Logger.Info("draining_dropped_level", "topic", d.topic, "records", d.backlog,
-		"reason", fmt.Sprintf("level %s is no longer configured; its records are forwarded until it is empty", d.level))
+	f.logDraining(d)
 	g.Go(func() error { return watchDrain(ctx, adm, &f.cfg, d, stop) })
 	return nil
+}
+
+func (f *Forwarder) logDraining(d dropped) {
+	f.cfg.Logger.Info("draining_dropped_level", "topic", d.topic, "records", d.backlog,
+		"reason", fmt.Sprintf("level %s is no longer configured; its records are forwarded until it is empty", d.level))
 }
 
 // watchDrain asks Kafka every drainCheckInterval whether the dropped level's

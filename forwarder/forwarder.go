@@ -14,6 +14,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -31,6 +32,8 @@ type Forwarder struct {
 
 	cmds   *commands // read from the control topic; consulted by every worker
 	owners *owners   // the partitions every worker owns
+
+	waiting atomic.Pointer[string] // why it has not started its stages yet, while it waits by design
 
 	mu      sync.Mutex
 	workers []*worker
@@ -51,6 +54,18 @@ func New(cfg Config) (*Forwarder, error) {
 
 // Ready is closed once kdelay's topics exist and every forwarder has started.
 func (f *Forwarder) Ready() <-chan struct{} { return f.ready }
+
+// Waiting says why the Forwarder has not started its forwarders yet while it
+// waits by design, "" when it does not: an upgrade from the per-stage layout
+// waits until no process of that layout runs (upgrade.go). The process is
+// well meanwhile; a rolling deploy that waited for it to be ready would
+// wait forever for the old processes it has yet to stop.
+func (f *Forwarder) Waiting() string {
+	if why := f.waiting.Load(); why != nil {
+		return *why
+	}
+	return ""
+}
 
 // Run creates missing topics, then forwards until ctx ends. It returns nil
 // after a clean shutdown, once every forwarder has committed and left its
@@ -86,21 +101,23 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		cancel()
 		return errors.Join(err, g.Wait())
 	}
-	for _, s := range f.cfg.stages() {
-		if err := f.start(gctx, g, s); err != nil {
-			cancel()
-			return errors.Join(err, g.Wait())
+	closeShared, err := f.startStages(gctx, g, adm, drains)
+	if err != nil {
+		stopped := ctx.Err() != nil // told to stop while it waited (upgrade.go): a clean stop
+		cancel()
+		if stopped && errors.Is(err, context.Canceled) {
+			return g.Wait()
 		}
+		return errors.Join(err, g.Wait())
 	}
-	for _, d := range drains {
-		if err := f.drain(gctx, g, adm, d); err != nil {
-			cancel()
-			return errors.Join(err, g.Wait())
-		}
-	}
-	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "draining", len(drains), "mode", f.cfg.Mode)
+	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "draining", len(drains), "mode", f.cfg.Mode, "delivery", f.cfg.Delivery, "groups", len(f.groups()))
 	close(f.ready)
-	if err := g.Wait(); err != nil {
+	err = g.Wait()
+	if closeShared != nil {
+		// After every stage's shutdown, which commits through it.
+		closeShared()
+	}
+	if err != nil {
 		// Not after a failure: a fenced forwarder's instance id belongs to
 		// the process that fenced it, which leaving would remove.
 		return err
@@ -109,15 +126,51 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	return nil
 }
 
-// groups are the consumer groups of every forwarder started.
+// startStages starts a worker for the ingress, each level and each dropped
+// level in g: on one shared client at-least-once (client_shared.go), on a
+// client each exactly-once. closeShared closes the shared client; nil
+// when there is none.
+func (f *Forwarder) startStages(ctx context.Context, g *errgroup.Group, adm *kadm.Client, drains []dropped) (closeShared func(), err error) {
+	if f.cfg.Delivery != ExactlyOnce {
+		return f.runShared(ctx, g, adm, drains)
+	}
+	if err := f.takeOverStages(ctx, adm, drains); err != nil {
+		return nil, err
+	}
+	for _, s := range f.cfg.stages() {
+		if err := f.start(ctx, g, s); err != nil {
+			return nil, err
+		}
+	}
+	for _, d := range drains {
+		if err := f.drain(ctx, g, adm, d); err != nil {
+			return nil, err
+		}
+	}
+	return nil, nil
+}
+
+// groups are the consumer groups of every forwarder started, each once.
 func (f *Forwarder) groups() []string {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	groups := make([]string, 0, len(f.workers))
+	var groups []string
 	for _, w := range f.workers {
-		groups = append(groups, w.group)
+		if !slices.Contains(groups, w.group) {
+			groups = append(groups, w.group)
+		}
 	}
 	return groups
+}
+
+// adopt counts w among the Forwarder's workers.
+func (f *Forwarder) adopt(w *worker) {
+	w.cmds = f.cmds
+	w.mem = f.mem
+	w.buf.pool = f.pool
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.workers = append(f.workers, w)
 }
 
 // start runs a worker for stage s in g until ctx ends. A worker that stops

@@ -27,7 +27,7 @@ func TestLostPartitionsResume(t *testing.T) {
 	if fx.cluster.Real() {
 		t.Skip("needs kfake's Fault to refuse commits and end a session; a real broker is restarted by the fault driver instead (kdelay bench faults)")
 	}
-	group := fx.cfg.Group + ".ingress"
+	group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
 	// No commit is taken until the session has ended: every record
 	// delivered is then past the group's committed offset.
 	commits := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.CoordinatorLoadInProgress, Count: -1})
@@ -89,7 +89,7 @@ func TestLostSessionCommits(t *testing.T) {
 	if fx.cluster.Real() {
 		t.Skip("needs kfake's Fault to end a session in the client alone; on a cluster, kdelay bench faults --scenarios node-kill --node-role group-coordinator")
 	}
-	group := IngressGroup(fx.cfg.Group)
+	group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
 	// As while the coordinator's broker is dead: no commit is taken, so
 	// every record delivered is past the group's committed offset.
 	commits := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.OffsetCommit}, Group: group, Err: kerr.CoordinatorLoadInProgress, Count: -1})
@@ -204,7 +204,8 @@ func (fx *fixture) topicID(topic string) [16]byte {
 func TestRestartKeepsCommittedOffsets(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s", "5s"})
-	level, group := fx.cfg.Topics.Level("5s"), fx.cfg.Group+".level.5s"
+	level := fx.cfg.Topics.Level("5s")
+	group := stageGroup(fx.cfg, level)
 	arrived := fx.cluster.Collect(fx.target)
 	_, stop := fx.start(fx.cfg)
 	// One key, so every record takes the same partition of the level.
@@ -273,7 +274,7 @@ func TestRevokeDeliversHeld(t *testing.T) {
 		t.Fatalf("%d records due now delivered within 10s, want %d", len(got), n/2)
 	}
 	fx.start(b) // takes one of A's two ingress partitions while A holds records
-	if ok, committed, end := fx.committedAll(IngressGroup(fx.cfg.Group), fx.cfg.Topics.Ingress(), 30*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(stageGroup(fx.cfg, fx.cfg.Topics.Ingress()), fx.cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("committed %v, want the end offsets %v", committed, end)
 	}
 	got := arrived.Until(10*time.Second, atLeast(n))

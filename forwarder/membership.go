@@ -34,19 +34,19 @@ import (
 // or to time out. What it cannot do during that barrier is commit (the client
 // holds commits until the rebalance ends): commits are in the background
 // (commit.go), so that wait delays nothing but the commit.
-func (w *worker) groupOpts(group string) []kgo.Opt {
+func groupOpts(cfg *Config, group string) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.ConsumerGroup(group),
 		kgo.Balancers(kgo.CooperativeStickyBalancer()),
-		kgo.InstanceID(w.cfg.InstanceID),
-		kgo.SessionTimeout(w.cfg.SessionTimeout),
+		kgo.InstanceID(cfg.InstanceID),
+		kgo.SessionTimeout(cfg.SessionTimeout),
 		// A member learns that the group is rebalancing from a heartbeat:
 		// beating ten times a session, rather than franz-go's every 3s,
 		// lets the survivors rejoin, and the partitions of a departed
 		// member move, a few seconds sooner. It costs one small request a
 		// second per forwarder.
-		kgo.HeartbeatInterval(heartbeatInterval(w.cfg.SessionTimeout)),
-		GroupRetryTimeout(w.cfg.SessionTimeout),
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
+		GroupRetryTimeout(cfg.SessionTimeout),
 	}
 }
 

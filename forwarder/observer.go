@@ -25,6 +25,15 @@ type Observer interface {
 	Level(name string) LevelObserver
 }
 
+// ClientObserver is an Observer with hooks for a Kafka client that serves
+// every level: in at-least-once delivery one client reads and writes for all
+// of them, and gets these options after Config.ClientOpts instead of any
+// LevelObserver's. Package admin labels its kprom metrics level="all" then.
+type ClientObserver interface {
+	Observer
+	ClientOpts() []kgo.Opt
+}
+
 // LevelObserver receives the events of one forwarder. Its methods are called
 // from the forwarder's loop and from the Kafka client's produce callbacks,
 // concurrently, once per record: they must be safe for concurrent use, must
@@ -48,8 +57,9 @@ type LevelObserver interface {
 	Delivered(lateness time.Duration)
 
 	// ClientOpts are added to this forwarder's Kafka client after
-	// Config.ClientOpts: hooks that must see one client each, such as
-	// kprom's metrics, labelled with the level.
+	// Config.ClientOpts when it has one of its own (exactly-once): hooks
+	// that must see one client each, such as kprom's metrics, labelled
+	// with the level. See ClientObserver for the client levels share.
 	ClientOpts() []kgo.Opt
 }
 

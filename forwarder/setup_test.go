@@ -167,6 +167,18 @@ func (b *logBook) line(deadline time.Duration, parts ...string) string {
 	}
 }
 
+// stageGroup is the consumer group a Forwarder with cfg reads topic with:
+// cfg.Group at-least-once, the stage's own group exactly-once.
+func stageGroup(cfg Config, topic string) string {
+	cfg = cfg.WithDefaults()
+	for _, s := range cfg.stages() {
+		if s.topic == topic {
+			return cfg.Group + s.group
+		}
+	}
+	panic("no stage reads " + topic)
+}
+
 // committedAll waits up to deadline until the group has committed, on every
 // partition of topic, the partition's end offset: a restart then re-delivers
 // nothing. It returns the committed and end offsets it saw last.

@@ -13,6 +13,11 @@ import (
 func (w *worker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
+	if !w.cl.own {
+		// The shared client fetches for the other stages on: nothing
+		// more for this one (a dropped level drained, or a stop).
+		w.cl.pauseSource()
+	}
 	w.drainHeld(ctx)
 	if err := w.cl.flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)
@@ -37,6 +42,7 @@ func (w *worker) shutdown() {
 	// What it still counts would be lent to no one else: a dropped level's
 	// forwarder stops while the others run on.
 	w.mu.Lock()
+	w.stopped = true
 	w.buf.detach()
 	w.mu.Unlock()
 }

@@ -48,7 +48,7 @@ func TestDeliveryTimeout(t *testing.T) {
 	if src := headerValue(dead[0].Record, kdelay.HeaderSource); src != source(sent) {
 		t.Errorf("%s = %q, want %q", kdelay.HeaderSource, src, source(sent))
 	}
-	if ok, committed, end := fx.committedAll(fx.cfg.Group+".ingress", fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(stageGroup(fx.cfg, fx.cfg.Topics.Ingress()), fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
 		t.Errorf("ingress group committed %v, want the end offsets %v once the record was dead-lettered", committed, end)
 	}
 }
@@ -80,7 +80,7 @@ func TestDeadLetterRefused(t *testing.T) {
 	if logs.line(10*time.Second, "level=ERROR", "msg=produce_failed", "to="+fx.cfg.Topics.DLQ(), "TOPIC_AUTHORIZATION_FAILED") == "" {
 		t.Errorf("no error logged within 10s for the dead letter the DLQ refused")
 	}
-	if ok, committed, _ := fx.committedAll(fx.cfg.Group+".ingress", fx.cfg.Topics.Ingress(), time.Second); ok || committed[bad.Partition] > bad.Offset {
+	if ok, committed, _ := fx.committedAll(stageGroup(fx.cfg, fx.cfg.Topics.Ingress()), fx.cfg.Topics.Ingress(), time.Second); ok || committed[bad.Partition] > bad.Offset {
 		t.Errorf("ingress group committed %v while the dead letter of %s was not written, want at most offset %d on partition %d",
 			committed, source(bad), bad.Offset, bad.Partition)
 	}
@@ -90,7 +90,7 @@ func TestDeadLetterRefused(t *testing.T) {
 	if len(dead) != 1 || headerValue(dead[0].Record, kdelay.HeaderSource) != source(bad) {
 		t.Fatalf("%d records in the DLQ within 60s of it taking writes again, want the refused dead letter", len(dead))
 	}
-	if ok, committed, end := fx.committedAll(fx.cfg.Group+".ingress", fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(stageGroup(fx.cfg, fx.cfg.Topics.Ingress()), fx.cfg.Topics.Ingress(), 10*time.Second); !ok {
 		t.Errorf("ingress group committed %v, want the end offsets %v once the dead letter was written", committed, end)
 	}
 }

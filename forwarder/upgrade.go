@@ -54,6 +54,7 @@ type upgrade struct {
 	brokers []string      // the cluster, named in the commands that delete the old groups
 	every   time.Duration // how often to check the old groups while one has members; upgradeCheckInterval when 0
 	log     *slog.Logger
+	waiting func(why string) // told why it waits, each time it finds it must; nil: not told
 }
 
 // oldOffset is an offset an old group committed.
@@ -112,15 +113,25 @@ func (u upgrade) readOld(ctx context.Context, adm *kadm.Client) ([]oldOffset, er
 		return nil, err
 	}
 	if len(members) > 0 {
-		u.log.Info("waiting_for_old_layout", "groups", slices.Sorted(maps.Keys(members)), "members", members, "check_every", u.interval())
+		groups := slices.Sorted(maps.Keys(members))
+		u.log.Info("waiting_for_old_layout", "groups", groups, "members", members, "check_every", u.interval())
+		u.tell(fmt.Sprintf("waiting for the processes of the other layout (another version, or the other delivery mode) to stop: groups %s have members", strings.Join(groups, ",")))
 		return nil, errOldBusy
 	}
 	old, err := u.oldOffsets(kadm.RequireStable(ctx), adm)
 	if errors.Is(err, kerr.UnstableOffsetCommit) {
 		u.log.Info("waiting_for_old_transactions", "err", err, "check_every", u.interval())
+		u.tell("waiting for the other layout's open transactions to end")
 		return nil, errOldBusy
 	}
 	return old, err
+}
+
+// tell passes why to u.waiting, if set.
+func (u upgrade) tell(why string) {
+	if u.waiting != nil {
+		u.waiting(why)
+	}
 }
 
 // oldMembers are the members of each old group that has any: their instance
@@ -188,6 +199,9 @@ func (u upgrade) oldOffsets(ctx context.Context, adm *kadm.Client) ([]oldOffset,
 // commit commits into u.to what it lacks of old, and says what it took and
 // how to delete the old groups.
 func (u upgrade) commit(ctx context.Context, adm *kadm.Client, old []oldOffset) error {
+	if len(old) == 0 {
+		return nil // nothing to take, and no old group to delete: the steady state
+	}
 	take, err := u.lacking(ctx, adm, old)
 	if err != nil {
 		return err
@@ -208,7 +222,7 @@ func (u upgrade) commit(ctx context.Context, adm *kadm.Client, old []oldOffset) 
 			return fmt.Errorf("commit the old layout's offsets into group %s: %w", u.to, err)
 		}
 	}
-	u.log.Info("old_groups_taken_over", "group", u.to, "partitions", len(take), "taken", byGroup(take), "delete_with", u.deleteHints())
+	u.log.Info("old_groups_taken_over", "group", u.to, "partitions", len(take), "taken", byGroup(take), "delete_with", u.deleteHints(old))
 	return nil
 }
 
@@ -226,7 +240,7 @@ func (u upgrade) refused(ctx context.Context, adm *kadm.Client, old []oldOffset,
 		u.log.Warn("old_offsets_not_taken", "group", u.to, "partitions", len(lack), "lacking", byGroup(lack), "err", refusal)
 		return nil
 	}
-	u.log.Info("old_groups_taken_over", "group", u.to, "partitions", 0, "taken_by", "a member of the group", "delete_with", u.deleteHints())
+	u.log.Info("old_groups_taken_over", "group", u.to, "partitions", 0, "taken_by", "a member of the group", "delete_with", u.deleteHints(old))
 	return nil
 }
 
@@ -249,12 +263,14 @@ func (u upgrade) lacking(ctx context.Context, adm *kadm.Client, old []oldOffset)
 	return lack, nil
 }
 
-// deleteHints are the commands that delete the old groups, to run once no
-// process of the old layout is left to start again.
-func (u upgrade) deleteHints() string {
-	hints := make([]string, len(u.from))
-	for i, g := range u.from {
-		hints[i] = deleteGroupHint(u.brokers, g)
+// deleteHints are the commands that delete the old groups that committed
+// old, to run once no process of the old layout is left to start again.
+func (u upgrade) deleteHints(old []oldOffset) string {
+	var hints []string
+	for _, g := range u.from {
+		if byGroup(old)[g] > 0 {
+			hints = append(hints, deleteGroupHint(u.brokers, g))
+		}
 	}
 	return strings.Join(hints, "; ")
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"maps"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -12,6 +14,9 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
 )
 
 // offsets are committed offsets by topic and partition, as a test writes
@@ -353,5 +358,85 @@ func (fx *upgradeFixture) pendingTxnCommit(group string, offs offsets) (end func
 		if err := cl.EndTransaction(ctx, how); err != nil {
 			fx.t.Fatalf("end the transaction: %v", err)
 		}
+	}
+}
+
+// TestUpgradeResumesWhereOldGroupsCommitted starts a Forwarder where the
+// per-stage layout ran: it waits while a process of that layout is in its
+// group, then resumes each partition where the old group committed, so
+// nothing before is delivered again and nothing after is skipped. Then it
+// switches to exactly-once, which reads with the per-stage groups again:
+// each resumes where at-least-once left it, not where the old layout did.
+func TestUpgradeResumesWhereOldGroupsCommitted(t *testing.T) {
+	t.Parallel()
+	fx := setupUpgrade(t)
+	arrived := fx.cluster.Collect(fx.target)
+	w := fx.cluster.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	write := func(from, to int) {
+		for i := from; i < to; i++ {
+			r := &kgo.Record{Topic: fx.ingress, Partition: 0, Value: []byte("r" + strconv.Itoa(i)),
+				Headers: []kgo.RecordHeader{{Key: kdelay.HeaderTarget, Value: []byte(fx.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")}}}
+			if err := w.ProduceSync(context.Background(), r).FirstErr(); err != nil {
+				t.Fatalf("produce: %v", err)
+			}
+		}
+	}
+	write(0, 10)
+	// The old layout delivered r0 to r5 and committed; one of its
+	// processes still runs.
+	fx.commit(fx.oldIngress, offsets{fx.ingress: {0: 6, 1: 0}})
+	_, leave := fx.member(fx.oldIngress, fx.ingress)
+
+	f, err := New(fx.cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- f.Run(ctx) }()
+	waitFor(t, 30*time.Second, "the forwarder to say it waits for the old layout", func() bool { return f.Waiting() != "" })
+	if got := kafkatest.Values(arrived.Until(0, atLeast(1))); len(got) > 0 {
+		t.Errorf("delivered %v while a process of the old layout ran", got)
+	}
+	if !strings.Contains(f.Waiting(), fx.oldIngress) {
+		t.Errorf("Waiting() = %q, want the old group %s named", f.Waiting(), fx.oldIngress)
+	}
+	leave()
+	select {
+	case <-f.Ready():
+	case err := <-done:
+		t.Fatalf("Run returned before ready: %v", err)
+	case <-time.After(60 * time.Second):
+		t.Fatal("the forwarder did not start within 60s of the old layout's process leaving")
+	}
+	expectValues(t, arrived.Until(30*time.Second, atLeast(4)), 6, 10)
+	if ok, committed, _ := fx.committedAll(fx.cfg.Group, fx.ingress, 20*time.Second); !ok {
+		t.Errorf("group %s committed %v on %s, want its end", fx.cfg.Group, committed, fx.ingress)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+
+	// Exactly-once reads with the per-stage groups, which the old layout
+	// left at r6: it takes the one group's offsets over first.
+	write(10, 14)
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	_, stop := fx.start(cfg)
+	defer stop()
+	expectValues(t, arrived.Until(30*time.Second, atLeast(8)), 6, 14)
+}
+
+// expectValues fails the test unless got holds r<from> to r<to-1>, each
+// once, and nothing else.
+func expectValues(t *testing.T, got []kafkatest.Arrival, from, to int) {
+	t.Helper()
+	want := map[string]int{}
+	for i := from; i < to; i++ {
+		want["r"+strconv.Itoa(i)] = 1
+	}
+	if values := kafkatest.Values(got); !maps.Equal(values, want) {
+		t.Errorf("delivered %v, want r%d to r%d once each", values, from, to-1)
 	}
 }

@@ -14,9 +14,10 @@ import (
 )
 
 // worker forwards the records of one source topic: the ingress topic (wait 0)
-// or one level topic (wait = the level's delay). It is one member of the
-// consumer group "<group>.ingress" or "<group>.level.<name>"; Kafka spreads the
-// partitions over every kdelay process in the group.
+// or one level topic (wait = the level's delay). Kafka spreads the partitions
+// over every kdelay process in its consumer group: "<group>", which every
+// stage shares at-least-once (client_shared.go), or "<group>.ingress" or
+// "<group>.level.<name>" exactly-once, where each stage has its own client.
 //
 // A partition's records become due in offset order, so the worker looks only
 // at each partition's head. While the head is not due the partition is paused,
@@ -30,7 +31,7 @@ type worker struct {
 	level  string        // the level's name, IngressLevel for the ingress
 	obs    LevelObserver // told what the worker does
 	source string        // topic consumed
-	group  string        // consumer group
+	group  string        // consumer group: Config.Group, or the stage's own exactly-once
 	wait   time.Duration // how long a record waits in source
 	rules  kdelay.Rules
 	log    *slog.Logger
@@ -72,6 +73,7 @@ type worker struct {
 	scanning       bool       // a scan is in flight
 	side           *partition // the partition of copies moved ahead by a scan: never committed
 	runCtx         context.Context
+	stopped        bool // shut down: fetches of a shared client are no longer taken
 
 	// ackMu guards what produce callbacks and the commit goroutine leave for
 	// the loop: a failure, or enough acknowledged bytes to resume a full
@@ -138,22 +140,45 @@ type ack struct {
 	err error
 }
 
-// newWorker makes the worker for stage s. dlqMax is the DLQ's
-// max.message.bytes, 0 if unknown. owners is shared by the process's workers;
-// it is given here since the group may assign partitions as soon as the
-// client exists.
+// newWorker makes the worker for stage s with a Kafka client of its own, in
+// a consumer group of its own: exactly-once runs a transaction a stage
+// (txn.go). dlqMax is the DLQ's max.message.bytes, 0 if unknown. owners is
+// shared by the process's workers; it is given here since the group may
+// assign partitions as soon as the client exists.
 func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error) {
-	source, group := s.topic, cfg.Group+s.group
-	w := &worker{
+	w := makeWorker(cfg, s, owners)
+	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w})...)
+	opts = append(opts, cfg.ClientOpts...)
+	opts = append(opts, w.obs.ClientOpts()...)
+	if cfg.Delivery == ExactlyOnce {
+		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, w.group)...)...)
+		if err != nil {
+			return nil, err
+		}
+		w.txn, w.cl = txn, newStageClient(txn.Client(), w.source, &pollGate{}, true)
+	} else {
+		cl, err := kgo.NewClient(opts...)
+		if err != nil {
+			return nil, err
+		}
+		w.cl = newStageClient(cl, w.source, &pollGate{}, true)
+	}
+	w.dlqMax = dlqLimit(w.cl.kafka, cfg, dlqMax)
+	return w, nil
+}
+
+// makeWorker makes the worker for stage s, with no client yet.
+func makeWorker(cfg *Config, s stage, owners *owners) *worker {
+	return &worker{
 		cfg:        cfg,
 		progressAt: cfg.NowFunc(),
 		level:      s.level,
 		obs:        cfg.Observer.Level(s.level),
-		source:     source,
-		group:      group,
+		source:     s.topic,
+		group:      cfg.Group + s.group,
 		wait:       s.wait,
 		rules:      kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
-		log:        cfg.Logger.With("topic", source),
+		log:        cfg.Logger.With("topic", s.topic),
 		start:      cfg.NowFunc(),
 		parts:      map[int32]*partition{},
 		owners:     owners,
@@ -162,10 +187,14 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		retries:    map[retryKey]retryState{},
 		wakeCh:     make(chan struct{}, 1),
 	}
-	opts := append(append([]kgo.Opt{
+}
+
+// clientOpts are the options of a client that reads sources in group.
+func clientOpts(cfg *Config, group string, sources ...string) []kgo.Opt {
+	return append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.ClientID("kdelay"),
-		kgo.ConsumeTopics(source),
+		kgo.ConsumeTopics(sources...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
 		kgo.DisableAutoCommit(),
 		kgo.BlockRebalanceOnPoll(),
@@ -174,10 +203,11 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		// before a switch to at-least-once) were never handed on: reading
 		// them would deliver them. Without transactions it changes nothing.
 		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// The client buffers a fetch per broker outside the worker's
-		// buffer, and the broker may return one fetch beyond it: keep both
-		// small beside the share, rather than franz-go's 50 MiB.
-		kgo.FetchMaxBytes(cfg.fetchMaxBytes()),
+		// The client buffers a fetch per broker outside the workers'
+		// buffers, and the broker may return one fetch beyond them: keep
+		// both small beside the shares, rather than franz-go's 50 MiB. A
+		// client of every stage fetches what a client each did in all.
+		kgo.FetchMaxBytes(int32(min(int64(len(sources))*int64(cfg.fetchMaxBytes()), 50<<20))),
 		kgo.FetchMaxPartitionBytes(min(cfg.fetchMaxBytes(), 1<<20)),
 		// A due record must leave now: lingering would only add lateness.
 		kgo.ProducerLinger(0),
@@ -193,38 +223,26 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		// and dead-lettered with the reason.
 		kgo.AllowAutoTopicCreation(),
 		// A broker that subscribes clients to KIP-714 metrics (kfake does)
-		// would have every forwarder compress and push them while idle.
+		// would have every client compress and push them while idle.
 		kgo.DisableClientMetrics(),
-		// Partitions added to the source are owned once the group's
-		// leader sees them in its metadata: until then records written
-		// there wait unread, late. franz-go's 5 minutes is the Java
-		// client's default; for a delay system that is 5 minutes late.
+		// Partitions added to a source are owned once the group's leader
+		// sees them in its metadata: until then records written there wait
+		// unread, late. franz-go's 5 minutes is the Java client's default;
+		// for a delay system that is 5 minutes late.
 		kgo.MetadataMaxAge(metadataMaxAge),
 		MetadataMinAge(),
-	}, w.groupOpts(group)...), stageCallbacks(map[string]*worker{source: w})...)
-	opts = append(opts, cfg.ClientOpts...)
-	opts = append(opts, w.obs.ClientOpts()...)
-	if cfg.Delivery == ExactlyOnce {
-		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, group)...)...)
-		if err != nil {
-			return nil, err
-		}
-		w.txn, w.cl = txn, &stageClient{kafka: txn.Client(), source: source, gate: &pollGate{}}
-	} else {
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			return nil, err
-		}
-		w.cl = &stageClient{kafka: cl, source: source, gate: &pollGate{}}
-	}
-	cl := w.cl.kafka
-	// The client refuses a record larger than its own batch limit before
-	// the broker sees it.
-	w.dlqMax = int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
+	}, groupOpts(cfg, group)...)
+}
+
+// dlqLimit is the largest dead letter cl and the DLQ take: the client
+// refuses a record larger than its own batch limit before the broker sees
+// it. dlqMax is the DLQ's max.message.bytes, 0 if unknown.
+func dlqLimit(cl *kgo.Client, cfg *Config, dlqMax int) int {
+	limit := int(cl.OptValue(kgo.ProducerBatchMaxBytesFn).(func(string) int32)(cfg.Topics.DLQ()))
 	if dlqMax > 0 {
-		w.dlqMax = min(w.dlqMax, dlqMax)
+		limit = min(limit, dlqMax)
 	}
-	return w, nil
+	return limit
 }
 
 // run forwards until ctx ends, then shuts down in this order: stop fetching
@@ -243,6 +261,9 @@ func (w *worker) run(ctx context.Context) error {
 		if err := w.begin(ctx); err != nil {
 			return err
 		}
+	}
+	if !w.cl.own {
+		return w.loop(ctx) // the Forwarder polls the shared client
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}).run(gctx) })
@@ -271,6 +292,9 @@ func (w *worker) take(fps []kgo.FetchTopicPartition) {
 	defer w.wake()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.stopped {
+		return // left uncommitted: the next owner reads them
+	}
 	var fetched int64
 	for _, fp := range fps {
 		if fp.Topic == w.source && len(fp.Records) > 0 {

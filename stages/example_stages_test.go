@@ -14,6 +14,8 @@ import (
 
 // The stages of a fleet with two levels, and the consumer group each is
 // read with: what a tool reading kdelay's progress from Kafka asks for.
+// At-least-once reads them all with one group; exactly-once with a group
+// a stage.
 func ExampleConfig_Configured() {
 	set, err := levels.Parse([]string{"1s", "1m"})
 	if err != nil {
@@ -22,7 +24,13 @@ func ExampleConfig_Configured() {
 	for _, s := range (stages.Config{Group: "kdelay", Levels: set}).Configured() {
 		fmt.Println(s.Name, s.Topic, s.Group, s.Wait)
 	}
+	for _, s := range (stages.Config{Group: "kdelay", Levels: set, ExactlyOnce: true}).Configured() {
+		fmt.Println(s.Name, s.Topic, s.Group, s.Wait)
+	}
 	// Output:
+	// ingress kdelay.ingress kdelay 0s
+	// 1s kdelay.level.1s kdelay 1s
+	// 1m kdelay.level.1m kdelay 1m0s
 	// ingress kdelay.ingress kdelay.ingress 0s
 	// 1s kdelay.level.1s kdelay.level.1s 1s
 	// 1m kdelay.level.1m kdelay.level.1m 1m0s
@@ -43,7 +51,7 @@ func ExampleConfig_Dropped() {
 		fmt.Println("not a level", n.Topic)
 	}
 	// Output:
-	// dropped kdelay.level.5m kdelay.level.5m
+	// dropped kdelay.level.5m kdelay
 	// not a level kdelay.level.soon
 }
 

@@ -44,10 +44,11 @@ type Offsets struct {
 // for the stages concerned.
 func ReadOffsets(ctx context.Context, adm *kadm.Client, ss []Stage) (Offsets, error) {
 	o := Offsets{Commits: map[string]kadm.OffsetResponses{}, commitErrs: map[string]error{}}
-	var topics, groups []string
+	var topics []string
 	for _, s := range ss {
-		topics, groups = append(topics, s.Topic), append(groups, s.Group)
+		topics = append(topics, s.Topic)
 	}
+	groups := Groups(ss)
 	if len(ss) == 0 {
 		return o, nil
 	}

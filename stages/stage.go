@@ -38,8 +38,8 @@ func LevelGroup(group, level string) string { return group + ".level." + level }
 // stage has its own: the ingress's, each configured level's, then each
 // dropped level's (as Dropped returns them). A process of the one-group
 // layout takes their committed offsets over once, and says how to delete
-// them. They are named by IngressGroup and LevelGroup, whatever group a
-// Stage is read with.
+// them; exactly-once still reads with them. They are named by IngressGroup
+// and LevelGroup, whatever group a Stage is read with.
 func (c Config) LegacyGroups(dropped []Stage) []string {
 	groups := []string{IngressGroup(c.Group)}
 	for _, l := range c.Levels {
@@ -56,7 +56,7 @@ func (c Config) LegacyGroups(dropped []Stage) []string {
 type Stage struct {
 	Name       string        // Ingress, or the level's name
 	Topic      string        // the topic it forwards from
-	Group      string        // the whole group name: IngressGroup or LevelGroup
+	Group      string        // the whole group name: Config.Group, or IngressGroup or LevelGroup in exactly-once
 	Wait       time.Duration // the level's delay; 0 for the ingress, which forwards on arrival
 	Configured bool          // false for a dropped level, which serve drains
 }
@@ -66,11 +66,40 @@ type Config struct {
 	Topics kdelay.Topics // the topic prefix serve runs with; kdelay.DefaultPrefix when empty
 	Group  string        // the consumer group prefix serve runs with; no default here (serve's is forwarder.DefaultGroup)
 	Levels levels.Set    // the levels serve runs with; none configured when empty
+
+	// ExactlyOnce says serve delivers exactly once. It then reads each
+	// stage with a group of its own (IngressGroup, LevelGroup), since a
+	// transaction of franz-go commits for one consumer's group and serve
+	// runs one transaction a stage; at-least-once reads every stage with
+	// one group, Group itself (docs/design/one-client.md).
+	ExactlyOnce bool
+}
+
+// group is the consumer group a stage named name is read with.
+func (c Config) group(name string) string {
+	switch {
+	case !c.ExactlyOnce:
+		return c.Group
+	case name == Ingress:
+		return IngressGroup(c.Group)
+	}
+	return LevelGroup(c.Group, name)
+}
+
+// Groups are the consumer groups of stages, each once.
+func Groups(stages []Stage) []string {
+	var groups []string
+	for _, s := range stages {
+		if !slices.Contains(groups, s.Group) {
+			groups = append(groups, s.Group)
+		}
+	}
+	return groups
 }
 
 // Configured are the ingress, then each configured level in order.
 func (c Config) Configured() []Stage {
-	ss := []Stage{{Name: Ingress, Topic: c.Topics.Ingress(), Group: IngressGroup(c.Group), Configured: true}}
+	ss := []Stage{{Name: Ingress, Topic: c.Topics.Ingress(), Group: c.group(Ingress), Configured: true}}
 	for _, l := range c.Levels {
 		ss = append(ss, c.level(l, true))
 	}
@@ -78,7 +107,7 @@ func (c Config) Configured() []Stage {
 }
 
 func (c Config) level(l levels.Level, configured bool) Stage {
-	return Stage{Name: l.Name, Topic: c.Topics.Level(l.Name), Group: LevelGroup(c.Group, l.Name), Wait: l.Delay, Configured: configured}
+	return Stage{Name: l.Name, Topic: c.Topics.Level(l.Name), Group: c.group(l.Name), Wait: l.Delay, Configured: configured}
 }
 
 // NotLevel is a topic named like a level topic of the prefix whose name is

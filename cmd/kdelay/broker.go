@@ -21,6 +21,7 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // embeddedBroker is the single-node Kafka broker kdelay runs when no
@@ -108,7 +109,8 @@ func startBroker(cfg config.Config, log *slog.Logger) (b *embeddedBroker, err er
 	}
 	return &embeddedBroker{cluster: cluster, client: client, unlock: release, retention: retention{
 		cl: client, adm: kadm.NewClient(client), topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, group: cfg.Group,
-		interval: retentionCheckInterval, now: time.Now, log: log,
+		exactlyOnce: forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
+		interval:    retentionCheckInterval, now: time.Now, log: log,
 	}}, nil
 }
 

@@ -50,6 +50,9 @@ type retention struct {
 	adm    *kadm.Client
 	topics kdelay.Topics
 	group  string // kdelay's group setting, of which its consumer groups are named
+	// exactlyOnce says serve reads each topic with a group of its own;
+	// at-least-once reads them all with group (stages.Config.ExactlyOnce).
+	exactlyOnce bool
 
 	// interval is the time between passes: retentionCheckInterval, shorter
 	// in tests.
@@ -294,13 +297,19 @@ func (c commits) hold(cuts kadm.Offsets) {
 
 // groupOf is the consumer group kdelay reads topic with, "" for a topic
 // it does not consume: the ingress, or a level, configured or dropped
-// (dropped ones are drained with their group).
+// (dropped ones are drained with the same kind of group). After a switch of
+// delivery mode, the new mode's group holds offsets from the takeover on
+// (forwarder, upgrade.go), which only raises them: until then they are
+// older or absent, which holds more, never less.
 func (r *retention) groupOf(topic string) string {
-	if topic == r.topics.Ingress() {
+	level, isLevel := strings.CutPrefix(topic, r.topics.Level(""))
+	switch {
+	case topic != r.topics.Ingress() && !isLevel:
+		return ""
+	case !r.exactlyOnce:
+		return r.group
+	case topic == r.topics.Ingress():
 		return forwarder.IngressGroup(r.group)
 	}
-	if level, ok := strings.CutPrefix(topic, r.topics.Level("")); ok {
-		return forwarder.LevelGroup(r.group, level)
-	}
-	return ""
+	return forwarder.LevelGroup(r.group, level)
 }

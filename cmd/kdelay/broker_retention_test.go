@@ -17,7 +17,8 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
-	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/levels"
+	"github.com/kdelay/kdelay/stages"
 )
 
 // embeddedConfig is serve's configuration on an embedded broker of the
@@ -258,16 +259,30 @@ func TestEmbeddedRetention(t *testing.T) {
 }
 
 // TestEmbeddedRetentionGroupNames pins the consumer groups retention holds
-// records for to those the forwarder reads with.
+// records for to those the forwarder reads with, in either delivery mode:
+// one group for every topic at-least-once, a group a topic exactly-once.
 func TestEmbeddedRetentionGroupNames(t *testing.T) {
 	t.Parallel()
-	r := &retention{topics: kdelay.Topics{Prefix: "p"}, group: "g"}
-	for topic, want := range map[string]string{
-		"p.ingress": forwarder.IngressGroup("g"), "p.level.1s": forwarder.LevelGroup("g", "1s"),
-		"p.level.90m": forwarder.LevelGroup("g", "90m"), "p.dlq": "", "p.control": "", "orders": "", "p.levelx": "",
-	} {
-		if got := r.groupOf(topic); got != want {
-			t.Errorf("groupOf(%q) = %q, want %q", topic, got, want)
+	topics := kdelay.Topics{Prefix: "p"}
+	set, err := levels.Parse([]string{"1s", "90m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, exactlyOnce := range []bool{false, true} {
+		r := &retention{topics: topics, group: "g", exactlyOnce: exactlyOnce}
+		view := stages.Config{Topics: topics, Group: "g", Levels: set[:1], ExactlyOnce: exactlyOnce}
+		dropped, _ := view.Dropped([]string{"p.level.90m"})
+		want := map[string]string{"p.dlq": "", "p.control": "", "orders": "", "p.levelx": ""}
+		for _, s := range append(view.Configured(), dropped...) {
+			want[s.Topic] = s.Group
+		}
+		if len(want) != 7 {
+			t.Fatalf("stages %v: want 3 topics read", want)
+		}
+		for topic, want := range want {
+			if got := r.groupOf(topic); got != want {
+				t.Errorf("exactly-once %v: groupOf(%q) = %q, want %q", exactlyOnce, topic, got, want)
+			}
 		}
 	}
 }
