@@ -25,6 +25,14 @@ const (
 	headerVersion = "kdelay-progress-version" // offset of the schedule record Count is for
 	headerCount   = "kdelay-progress-count"   // occurrences that record wrote
 
+	// The next occurrence its writer had to write after it: RFC 3339 in
+	// UTC, empty for none. Read, not yet written: a process that does not
+	// know a header refuses the record (splitHeaders), and one refused
+	// writes the schedule's occurrences again from its start, so every
+	// process of a fleet must read it before any writes it
+	// (docs/design/schedules-at-scale.md, "Upgrade on a running fleet").
+	headerNext = "kdelay-progress-next"
+
 	// A snapshot (compact.go) also keeps the schedule record in force, so
 	// that the records before it can go: one of these, last.
 	headerSchedule = "kdelay-progress-schedule" // its offset; this record's value, timestamp and other headers are its
@@ -40,6 +48,14 @@ type progress struct {
 	// (headerSchedule or headerDeleted); -1 when the record is none.
 	inForce int64
 	deleted bool // the record in force is a tombstone, or refused
+
+	// next is the writer's next occurrence to write (headerNext) as a slot
+	// keeps it (seconds.go), 0 for none; hasNext is false when the record
+	// has no such header, written by a kdelay before it: then next is not
+	// known. Both fit in what deleted leaves of its word: every entry
+	// holds a progress, and costs no more for them.
+	hasNext bool
+	next    uint32
 }
 
 // merge is what done and p say together: the latest occurrence written by
@@ -97,6 +113,9 @@ func parseProgress(r *kgo.Record) (p progress, ok bool) {
 		case headerCount:
 			p.count, err = strconv.ParseInt(string(h.Value), 10, 64)
 			seen++
+		case headerNext:
+			p.next, err = parseNext(h.Value)
+			p.hasNext = true
 		case headerSchedule, headerDeleted:
 			p.inForce, err = strconv.ParseInt(string(h.Value), 10, 64)
 			p.deleted = h.Key == headerDeleted
@@ -106,6 +125,16 @@ func parseProgress(r *kgo.Record) (p progress, ok bool) {
 		}
 	}
 	return p, seen == 2
+}
+
+// parseNext reads headerNext: 0 when empty.
+func parseNext(v []byte) (uint32, error) {
+	if len(v) == 0 {
+		return 0, nil
+	}
+	t, err := time.Parse(time.RFC3339Nano, string(v))
+	s, _ := seconds(t)
+	return s, err
 }
 
 // splitHeaders parts a progress record's headers into those of the
@@ -118,7 +147,7 @@ func splitHeaders(hs []kgo.RecordHeader) (copied, own []kgo.RecordHeader) {
 	return hs[:i], hs[i:]
 }
 
-var progressHeaders = []string{headerWritten, headerVersion, headerCount, headerSchedule, headerDeleted}
+var progressHeaders = []string{headerWritten, headerVersion, headerCount, headerNext, headerSchedule, headerDeleted}
 
 // kept is the schedule record in force that snapshot r keeps, as it was
 // read from the offset p.inForce: a tombstone when it was deleted or

@@ -58,7 +58,7 @@ func (s *Scheduler) connect() error {
 		// A schedule is a few hundred bytes; loading a partition must not
 		// buffer franz-go's default 50 MiB per fetch.
 		kgo.FetchMaxBytes(4 << 20),
-		kgo.FetchMaxPartitionBytes(1 << 20),
+		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
 	}, s.cfg.ClientOpts...)
 	if !s.cfg.ExactlyOnce {
 		cl, err := kgo.NewClient(opts...)
