@@ -63,15 +63,24 @@ func (b *buffer) settle() {
 		return
 	}
 	lent := max(b.bytes-b.limit, 0)
-	b.pool.count(b.bytes-b.counted, lent-b.lent)
+	b.pool.count(b.bytes-b.counted, lent-b.lent, (b.bytes-lent)-(b.counted-b.lent))
 	b.counted, b.lent = b.bytes, lent
+}
+
+// join tells the pool the worker runs: its reserve, unused, may be lent in
+// part to the others (pool.go, "Unused reserves") until detach.
+func (b *buffer) join() {
+	if b.pool != nil {
+		b.pool.reserves.Add(b.limit)
+	}
 }
 
 // detach gives back to the pool everything the worker was counted for: it
 // has stopped, and what it held is released with it.
 func (b *buffer) detach() {
 	if b.pool != nil {
-		b.pool.count(-b.counted, -b.lent)
+		b.pool.count(-b.counted, -b.lent, -(b.counted - b.lent))
+		b.pool.reserves.Add(-b.limit)
 		b.counted, b.lent = 0, 0
 	}
 }
@@ -85,9 +94,9 @@ func (b *buffer) detach() {
 func (b *buffer) update(borrow bool) bool {
 	b.settle()
 	switch {
-	case !b.full && b.bytes >= b.limit && !(borrow && b.pool.room()):
+	case !b.full && b.bytes >= b.limit && !(borrow && b.pool.room(b.lent)):
 		b.full = true
-	case b.full && (b.bytes <= b.limit/2 || borrow && b.pool.drained(b.fetch)):
+	case b.full && (b.bytes <= b.limit/2 || borrow && b.pool.drained(b.fetch, b.lent)):
 		b.full = false
 	default:
 		return false
@@ -107,7 +116,7 @@ func (b *buffer) wakeAfter(borrow bool) int64 {
 	}
 	n := b.bytes - b.limit/2
 	if borrow && b.pool != nil {
-		n = min(n, b.pool.toDrain(b.fetch))
+		n = min(n, b.pool.toDrain(b.fetch, b.lent))
 	}
 	return max(n, 1)
 }

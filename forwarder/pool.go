@@ -5,14 +5,16 @@ import "sync/atomic"
 // MaxBufferedBytes is split in three. Half is reserved: each forwarder may
 // always hold its equal part of it (buffer.limit), so a burst in one never
 // keeps another from fetching. A quarter is a bufferPool that forwarders
-// borrow from for records due soon (see "Who borrows"). The last quarter is
-// never filled with records: Go's heap grows to about twice what is live
-// before it collects, and that headroom, with the soft memory limit serve
-// sets (cmd/kdelay/memory_limit.go), keeps the default within a 128 MiB
-// container. Measured with a
-// burst of 1,000,000 records due at once on Apache Kafka: peak RSS 79 MB
-// with no pool, 115 MB with this quarter, 149 MB with a pool of half
-// (docs/BENCHMARKS.md).
+// borrow from for records due soon (see "Who borrows"), and half of what the
+// reserves leave unused is lent beside it (see "Unused reserves"). The last
+// quarter is filled only while idle forwarders fill reserves lent to others:
+// Go's heap grows to about twice what is live before it collects, and that
+// headroom, with the soft memory limit serve sets
+// (cmd/kdelay/memory_limit.go), keeps the default within a 128 MiB
+// container. Measured with a burst of 1,000,000 records due at once on
+// Apache Kafka: peak RSS 79 MB with no pool, 115 MB with this quarter, 149
+// MB with a pool of half (docs/BENCHMARKS.md); so no forwarder borrows more
+// than the quarter.
 //
 // Why borrow: with 19 forwarders, an equal share of all 64 MiB is 3.4 MiB,
 // less than one fetch of small records counted with their bookkeeping. A
@@ -34,19 +36,34 @@ import "sync/atomic"
 // what is due within pressedLead rather than FetchMaxWait
 // (worker.resumeLead): memory goes to the records due soonest.
 //
-// The bound stays what Config.MaxBufferedBytes says, and more than kept:
-// the reserves and the pool add up to three quarters of it, and each
-// forwarder may exceed what it was allowed by the fetch that found it full,
-// as before.
+// Unused reserves: with the default 18 levels, the reserves are 32 MiB of
+// which a steady load uses the ingress's and those of the few levels its
+// delays pass through; the rest, reserved by levels with nothing to do, was
+// never used, and at 20,000 records/s the forwarders that had records to
+// hold stopped fetching for want of the pool beside them
+// (docs/BENCHMARKS.md, "Sustained rate"). Half of what the reserves leave
+// unused is lent too, and not all of it, so that the bound holds without
+// taking anything back: a level that wakes while its reserve is lent fills
+// it all the same, and what was lent of it comes back within the smallest
+// level, as all that is borrowed does.
+//
+// The bound stays what Config.MaxBufferedBytes says: the reserves, the
+// quarter and half the reserves add up to all of it, and each forwarder may
+// exceed what it was allowed by the fetch that found it full, as before.
+// While no reserve that was lent is filled, they add up to three quarters.
 
-// bufferPool is the quarter of MaxBufferedBytes forwarders borrow from,
-// shared by every forwarder of a Forwarder. Forwarders tell it what they
-// hold from their own loops, so it is atomic rather than locked.
+// bufferPool is what forwarders borrow from beyond their reserves, shared by
+// every forwarder of a Forwarder: the quarter of MaxBufferedBytes, and half
+// of what the reserves leave unused (see "Unused reserves"). Forwarders tell
+// it what they hold from their own loops, so it is atomic rather than
+// locked.
 type bufferPool struct {
-	limit int64        // bytes that may be borrowed in all
-	lent  atomic.Int64 // bytes held beyond the forwarders' reserves now
-	held  atomic.Int64 // bytes all forwarders hold now
-	peak  atomic.Int64 // the most held at once: what the bound promises
+	limit    int64        // the quarter: what may be borrowed beside the unused reserves, and what one forwarder may borrow
+	lent     atomic.Int64 // bytes held beyond the forwarders' reserves now
+	held     atomic.Int64 // bytes all forwarders hold now
+	reserves atomic.Int64 // the reserves of the forwarders running
+	within   atomic.Int64 // of them, what the forwarders hold now
+	peak     atomic.Int64 // the most held at once: what the bound promises
 }
 
 // newBufferPool makes the pool cfg's forwarders borrow from.
@@ -54,9 +71,11 @@ func newBufferPool(cfg *Config) *bufferPool {
 	return &bufferPool{limit: cfg.MaxBufferedBytes / 4}
 }
 
-// count adds held bytes held by a forwarder, lent of them beyond its reserve.
-func (p *bufferPool) count(held, lent int64) {
+// count adds held bytes held by a forwarder, lent of them beyond its reserve
+// and within of them within it.
+func (p *bufferPool) count(held, lent, within int64) {
 	p.lent.Add(lent)
+	p.within.Add(within)
 	now := p.held.Add(held)
 	for {
 		peak := p.peak.Load()
@@ -66,28 +85,41 @@ func (p *bufferPool) count(held, lent int64) {
 	}
 }
 
-// room reports whether a forwarder may borrow more: a nil pool (a worker
-// outside a Forwarder) lends nothing.
-func (p *bufferPool) room() bool { return p != nil && p.lent.Load() < p.limit }
+// lendable is what may be lent in all now: the quarter, and half of what
+// the reserves leave unused.
+func (p *bufferPool) lendable() int64 {
+	return p.limit + max(p.reserves.Load()-p.within.Load(), 0)/2
+}
+
+// room reports whether a forwarder that has borrowed lent may borrow more:
+// while the pool has some, and it has borrowed less than the quarter. A nil
+// pool (a worker outside a Forwarder) lends nothing.
+func (p *bufferPool) room(lent int64) bool {
+	return p != nil && p.lent.Load() < p.lendable() && lent < p.limit
+}
 
 // drained reports whether borrowers have given back enough of the pool for
-// one more fetch of fetch bytes (at most half the pool): a forwarder that
-// stopped fetching for want of it resumes then, so that a whole fetch
-// arrives before the next pause, as a full buffer resumes at half its
-// reserve. Not at half the pool, as until 2026-11-25: under a steady load
-// borrowers hold records up to the smallest level, so every level paused at
-// once until half of them were handed on (at 10,000 records/s the max
-// lateness fell from 880 and 923 ms to 766 and 708 ms; what remains of it
-// is not this).
-func (p *bufferPool) drained(fetch int64) bool { return p != nil && p.lent.Load() <= p.refill(fetch) }
+// one more fetch of fetch bytes (at most half the pool) by a forwarder that
+// has borrowed lent: a forwarder that stopped fetching for want of it
+// resumes then, so that a whole fetch arrives before the next pause, as a
+// full buffer resumes at half its reserve. Not at half the pool, as until
+// 2026-11-25: under a steady load borrowers hold records up to the smallest
+// level, so every level paused at once until half of them were handed on.
+func (p *bufferPool) drained(fetch, lent int64) bool {
+	return p != nil && p.lent.Load() <= refill(p.lendable(), fetch) && lent <= refill(p.limit, fetch)
+}
 
-// refill is what may be lent when a forwarder whose fetches bring up to
-// fetch bytes resumes.
-func (p *bufferPool) refill(fetch int64) int64 { return max(p.limit-max(fetch, 1), p.limit/2) }
+// refill is what may be lent, of limit, when a forwarder whose fetches
+// bring up to fetch bytes resumes.
+func refill(limit, fetch int64) int64 { return max(limit-max(fetch, 1), limit/2) }
 
-// pressed reports whether more than half the pool is lent: forwarders that
-// borrow then fetch ahead only what is due within pressedLead (resumeLead).
-func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.limit/2 }
+// pressed reports whether more than half of what may be lent is: forwarders
+// that borrow then fetch ahead only what is due within pressedLead
+// (resumeLead).
+func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.lendable()/2 }
 
-// toDrain is how many bytes must be given back before drained(fetch).
-func (p *bufferPool) toDrain(fetch int64) int64 { return p.lent.Load() - p.refill(fetch) }
+// toDrain is how many bytes a forwarder that has borrowed lent must see
+// given back before drained(fetch, lent).
+func (p *bufferPool) toDrain(fetch, lent int64) int64 {
+	return max(p.lent.Load()-refill(p.lendable(), fetch), lent-refill(p.limit, fetch))
+}

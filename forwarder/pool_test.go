@@ -99,3 +99,84 @@ func TestPoolLending(t *testing.T) {
 		}
 	})
 }
+
+// TestPoolLendsUnusedReserves checks what forwarders that borrow get beside
+// idle ones: half of the reserves the idle ones leave unused, on top of the
+// pool, while none borrows more than the pool's quarter; and the bytes held
+// at once stay within the whole budget (the reserves, the quarter and half
+// the reserves again: MaxBufferedBytes), beyond the fetch that found each
+// buffer full, even once every idle forwarder fills its reserve.
+func TestPoolLendsUnusedReserves(t *testing.T) {
+	t.Parallel()
+	const (
+		reserve, fetch int64 = 100, 30
+		stages               = 8 // two busy, six idle
+		budget               = 4 * stages * reserve / 2
+	)
+	setup := func() (*bufferPool, []*buffer) {
+		p := &bufferPool{limit: budget / 4}
+		bs := make([]*buffer, stages)
+		for i := range bs {
+			bs[i] = &buffer{limit: reserve, pool: p}
+			bs[i].join()
+		}
+		return p, bs
+	}
+	fill := func(b *buffer, borrow bool) {
+		for i := 0; i < 100 && !b.full; i++ {
+			b.add(fetch)
+			b.fetch = fetch
+			b.update(borrow)
+		}
+	}
+
+	t.Run("busy forwarders borrow what idle ones leave", func(t *testing.T) {
+		t.Parallel()
+		p, bs := setup()
+		fill(bs[0], true)
+		fill(bs[1], true)
+		if lent := p.lent.Load(); lent <= p.limit+fetch {
+			t.Errorf("two busy forwarders beside six idle borrowed %d, want more than the quarter %d plus a fetch: half the idle reserves are theirs too", lent, p.limit)
+		}
+		for i, b := range bs[:2] {
+			if b.lent > p.limit+fetch {
+				t.Errorf("forwarder %d borrowed %d, want at most the quarter %d plus one fetch", i, b.lent, p.limit)
+			}
+		}
+	})
+	t.Run("idle forwarders filling their reserves keep the total within the budget", func(t *testing.T) {
+		t.Parallel()
+		p, bs := setup()
+		fill(bs[0], true)
+		fill(bs[1], true)
+		for _, b := range bs[2:] {
+			fill(b, false)
+			if b.bytes < reserve {
+				t.Errorf("an idle forwarder woke and holds %d with the pool lent out, want its reserve %d", b.bytes, reserve)
+			}
+		}
+		if peak, most := p.peak.Load(), budget+stages*fetch; peak > most {
+			t.Errorf("held %d at once, want at most the budget %d plus one fetch each: %d", peak, budget, most)
+		}
+		// Once the borrowers have handed on what they held, they borrow
+		// again only what is left: the quarter.
+		for _, b := range bs[:2] {
+			b.release(b.bytes)
+			b.update(true)
+		}
+		fill(bs[0], true)
+		fill(bs[1], true)
+		if lent, most := p.lent.Load(), p.limit+stages*fetch; lent > most {
+			t.Errorf("lent %d with every reserve in use, want at most the quarter %d plus a fetch each", lent, p.limit)
+		}
+	})
+	t.Run("a stopped forwarder's reserve is no longer lent", func(t *testing.T) {
+		t.Parallel()
+		p, bs := setup()
+		before := p.lendable()
+		bs[7].detach()
+		if got, want := p.lendable(), before-reserve/2; got != want {
+			t.Errorf("lendable %d after an idle forwarder stopped, want %d: half its reserve less", got, want)
+		}
+	})
+}

@@ -252,6 +252,7 @@ func dlqLimit(cl *kgo.Client, cfg *Config, dlqMax int) int {
 func (w *worker) run(ctx context.Context) error {
 	w.mu.Lock()
 	w.runCtx = ctx
+	w.buf.join()
 	w.mu.Unlock()
 	// After both goroutines below: the client closes at its end, and a poll
 	// loop still polling would take that for a failure.
