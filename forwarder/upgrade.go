@@ -70,8 +70,28 @@ var errOldBusy = errors.New("the old layout's groups are in use")
 // takeOver waits until no old group has members, then commits into u.to each
 // old offset it lacks. It returns when that is done or refused (u.to has
 // members), ctx's error when ctx ends first, or the error of a request that
-// failed.
+// failed for good. A request that failed with an error worth retrying is
+// tried again, from the start, after a backoff: a cluster that has never
+// had a consumer group creates its offsets topic at the first group request,
+// and answers COORDINATOR_NOT_AVAILABLE meanwhile (a first start on Apache
+// Kafka failed so).
 func takeOver(ctx context.Context, adm *kadm.Client, u upgrade) error {
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, u.interval()) {
+		err := u.once(ctx, adm)
+		if err == nil || ctx.Err() != nil || !kerr.IsRetriable(err) {
+			return err
+		}
+		u.log.Info("old_layout_check_retried", "in", backoff, "err", err)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("take the old layout's offsets over: %w", ctx.Err())
+		case <-time.After(backoff):
+		}
+	}
+}
+
+// once is one try of takeOver.
+func (u upgrade) once(ctx context.Context, adm *kadm.Client) error {
 	old, err := u.waitOld(ctx, adm)
 	if err != nil {
 		return err

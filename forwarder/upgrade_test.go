@@ -12,6 +12,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -439,4 +440,27 @@ func expectValues(t *testing.T, got []kafkatest.Arrival, from, to int) {
 	if values := kafkatest.Values(got); !maps.Equal(values, want) {
 		t.Errorf("delivered %v, want r%d to r%d once each", values, from, to-1)
 	}
+}
+
+// TestTakeOverRetries: a group request that fails with an error worth
+// retrying, as a cluster answers before its offsets topic exists, is tried
+// again rather than stopping the start.
+func TestTakeOverRetries(t *testing.T) {
+	t.Parallel()
+	fx := setupUpgrade(t)
+	if fx.cluster.Fake == nil {
+		t.Skip("needs kfake's faults")
+	}
+	fx.commit(fx.oldIngress, offsets{fx.ingress: {0: 3}})
+	fault := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.DescribeGroups}, Err: kerr.CoordinatorNotAvailable, Count: -1})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() { done <- takeOver(ctx, fx.adm, fx.u) }()
+	waitFor(t, 60*time.Second, "the retry to be logged", func() bool { return fx.logs.line(0, "old_layout_check_retried") != "" })
+	fault.Remove()
+	if err := <-done; err != nil {
+		t.Fatalf("takeOver: %v", err)
+	}
+	fx.expect(fx.cfg.Group, offsets{fx.ingress: {0: 3}})
 }
