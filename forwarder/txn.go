@@ -188,6 +188,13 @@ func (w *worker) begin(run context.Context) error {
 		return nil
 	case fenced(err):
 		return w.fencedTxn(run, err)
+	case errors.Is(err, kerr.ConcurrentTransactions):
+		// The coordinator refused the producer id's reload while it
+		// wrote the last transaction's markers (after a failover, say),
+		// and franz-go keeps that as fatal: kerr counts the error not
+		// retriable, though it passes by itself. A new session starts
+		// where this one cannot (renew.go).
+		return fmt.Errorf("%w: begin transaction: %w", errRenew, err)
 	}
 	return fmt.Errorf("begin transaction: %w", err)
 }
