@@ -40,7 +40,7 @@ func (f *Forwarder) runShared(ctx context.Context, g *errgroup.Group, adm *kadm.
 		topics = append(topics, s.topic)
 	}
 	up := upgrade{to: f.cfg.Group, from: f.cfg.view().LegacyGroups(droppedViews), topics: topics, brokers: f.cfg.Brokers,
-		log: f.cfg.Logger, waiting: func(why string) { f.waiting.Store(&why) }}
+		log: f.cfg.Logger, waiting: f.wait}
 	err = takeOver(ctx, adm, up)
 	f.waiting.Store(nil)
 	if err != nil {
@@ -94,7 +94,7 @@ func (f *Forwarder) takeOverStages(ctx context.Context, adm *kadm.Client, drains
 	}
 	for _, s := range all {
 		up := upgrade{to: f.cfg.Group + s.group, from: []string{f.cfg.Group}, topics: []string{s.topic}, brokers: f.cfg.Brokers,
-			log: f.cfg.Logger, waiting: func(why string) { f.waiting.Store(&why) }}
+			log: f.cfg.Logger, waiting: f.wait}
 		err := takeOver(ctx, adm, up)
 		f.waiting.Store(nil)
 		if err != nil {
@@ -103,6 +103,9 @@ func (f *Forwarder) takeOverStages(ctx context.Context, adm *kadm.Client, drains
 	}
 	return nil
 }
+
+// wait notes why the Forwarder waits before starting its stages (Waiting).
+func (f *Forwarder) wait(why string) { f.waiting.Store(&why) }
 
 // sharedClientOpts are the hooks an Observer gives a client that serves
 // every level, when it has any (ClientObserver).
