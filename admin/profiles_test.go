@@ -1,10 +1,13 @@
 package admin
 
 import (
+	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
+	"time"
 )
 
 func TestProfiles(t *testing.T) {
@@ -40,4 +43,49 @@ func TestProfiles(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestStopDuringProfile: a stop of kdelay serve while a CPU profile is being
+// taken (go tool pprof asks for 30 s) is a clean stop. The listener waited
+// for the request up to its shutdown timeout and then failed Run, and kdelay
+// serve exited 1 with "context deadline exceeded".
+func TestStopDuringProfile(t *testing.T) {
+	t.Parallel()
+	fx := setup(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- fx.srv.Run(ctx) }()
+	fx.waitStatus("/livez", http.StatusOK, 10*time.Second)
+	profiled := make(chan error, 1)
+	go func() {
+		resp, err := http.Get("http://" + fx.srv.Addr() + "/debug/pprof/profile?seconds=60")
+		if err == nil {
+			_, err = io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+		}
+		profiled <- err
+	}()
+	// The profile is being taken once its handler's goroutine shows.
+	for end := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, body := fx.get("/debug/pprof/goroutine?debug=2"); strings.Contains(body, "net/http/pprof.Profile") {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatal("the CPU profile's handler never ran")
+		}
+	}
+	cancel()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Errorf("Run stopped during a profile = %v, want nil (a clean stop)", err)
+		}
+	case <-time.After(shutdownTimeout + 10*time.Second):
+		t.Fatal("Run did not return after its context ended during a profile")
+	}
+	select {
+	case <-profiled:
+	case <-time.After(10 * time.Second):
+		t.Error("the profile's request still runs after Run returned")
+	}
 }
