@@ -23,9 +23,11 @@ import (
 // the member is still ours, the worker starts again with a new producer
 // session; if another holds it, this process is the one that must go.
 
-// errRenew is what a worker whose producer was fenced, and whose instance
-// id no other process holds, stops with: its Forwarder starts it again.
-var errRenew = errors.New("transactional producer fenced while no other process holds the instance id")
+// errRenew is what a worker stops with when its producer session cannot go
+// on but no other process took over (a fence while no other process holds
+// the instance id, or a producer id franz-go failed for good): its
+// Forwarder starts it again with a new session.
+var errRenew = errors.New("transactional producer session must start again")
 
 // fencedTxn is a fenced producer's error as the worker stops with it:
 // errRenew if no other member holds the instance id, the error that says to
@@ -44,7 +46,7 @@ func (w *worker) fencedTxn(ctx context.Context, err error) error {
 		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
 			w.cfg.InstanceID, w.group, err)
 	}
-	return fmt.Errorf("%w: %w", errRenew, err)
+	return fmt.Errorf("%w: fenced while no other process holds the instance id: %w", errRenew, err)
 }
 
 // otherHoldsInstance reports whether a member of the worker's group other

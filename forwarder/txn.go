@@ -189,11 +189,14 @@ func (w *worker) begin(run context.Context) error {
 	case fenced(err):
 		return w.fencedTxn(run, err)
 	case errors.Is(err, kerr.ConcurrentTransactions):
-		// The coordinator refused the producer id's reload while it
-		// wrote the last transaction's markers (after a failover, say),
-		// and franz-go keeps that as fatal: kerr counts the error not
-		// retriable, though it passes by itself. A new session starts
-		// where this one cannot (renew.go).
+		// The last End's EndTxn (or AddOffsetsToTxn) was answered
+		// CONCURRENT_TRANSACTIONS until its context ran out, as while a
+		// coordinator that just took over writes the markers of the
+		// transaction before. franz-go then fails the producer id for
+		// good, because kerr counts the error not retriable (txn.go
+		// EndTransaction), though it passes by itself; every Begin after
+		// is refused. A new session starts where this one cannot
+		// (renew.go; TestConcurrentTransactionsRenews).
 		return fmt.Errorf("%w: begin transaction: %w", errRenew, err)
 	}
 	return fmt.Errorf("begin transaction: %w", err)
