@@ -11,10 +11,11 @@ import (
 )
 
 // TestMemoryLimit runs kdelay serve on a cluster and reads the soft memory
-// limit it gave Go's runtime from its /metrics: 3/2 of
+// limit and GOGC it gave Go's runtime from its /metrics: 3/2 of
 // max-buffered-bytes, so that the heap does not double past a 128 MiB
-// container under a steady load, unless GOMEMLIMIT says otherwise; none with
-// the embedded broker, whose records share the heap.
+// container under a steady load, and GOGC 200 below it, unless GOMEMLIMIT
+// or GOGC say otherwise; neither with the embedded broker, whose records
+// share the heap.
 func TestMemoryLimit(t *testing.T) {
 	t.Parallel()
 	bin := binary(t)
@@ -27,11 +28,13 @@ func TestMemoryLimit(t *testing.T) {
 		env   []string
 		flags []string
 		want  int64
+		gogc  int // Go's default is 100
 	}{
-		{"default", nil, nil, 64 * mib * 3 / 2},
-		{"max-buffered-bytes 256MiB", nil, []string{"--max-buffered-bytes", "256MiB"}, 256 * mib * 3 / 2},
-		{"GOMEMLIMIT wins", []string{"GOMEMLIMIT=300MiB"}, nil, 300 * mib},
-		{"embedded broker: none", nil, []string{"--listen", "127.0.0.1:0", "--data-dir", "data"}, 1<<63 - 1},
+		{"default", nil, nil, 64 * mib * 3 / 2, gcPercent},
+		{"max-buffered-bytes 256MiB", nil, []string{"--max-buffered-bytes", "256MiB"}, 256 * mib * 3 / 2, gcPercent},
+		{"GOMEMLIMIT wins", []string{"GOMEMLIMIT=300MiB"}, nil, 300 * mib, 100},
+		{"GOGC wins", []string{"GOGC=50"}, nil, 64 * mib * 3 / 2, 50},
+		{"embedded broker: none", nil, []string{"--listen", "127.0.0.1:0", "--data-dir", "data"}, 1<<63 - 1, 100},
 	}
 	for i, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -41,25 +44,27 @@ func TestMemoryLimit(t *testing.T) {
 			if !strings.Contains(tt.name, "embedded") {
 				args = append(args, "--brokers", strings.Join(cluster.Brokers, ","))
 			}
-			s := startServeEnv(t, bin, append([]string{"GOMEMLIMIT="}, tt.env...), append(args, tt.flags...)...)
+			s := startServeEnv(t, bin, append([]string{"GOMEMLIMIT=", "GOGC="}, tt.env...), append(args, tt.flags...)...)
 			addr := regexp.MustCompile(`admin_listening addr=(\S+)`).FindStringSubmatch(s.out.String())
 			if addr == nil {
 				t.Fatalf("serve did not log admin_listening with its address:\n%s", s.out)
 			}
-			limit := regexp.MustCompile(`(?m)^go_gc_gomemlimit_bytes (\S+)$`)
-			var got string
+			var page string
 			if !eventually(10*time.Second, func() bool {
-				_, page := get(t, "http://"+addr[1]+"/metrics")
-				m := limit.FindStringSubmatch(page)
-				if m != nil {
-					got = m[1]
-				}
-				return m != nil
+				_, page = get(t, "http://"+addr[1]+"/metrics")
+				return strings.Contains(page, "\ngo_gc_gomemlimit_bytes ")
 			}) {
 				t.Fatal("no go_gc_gomemlimit_bytes in /metrics")
 			}
-			if n, err := strconv.ParseFloat(got, 64); err != nil || n != float64(tt.want) {
-				t.Errorf("go_gc_gomemlimit_bytes %s, want %d", got, tt.want)
+			for metric, want := range map[string]int64{"go_gc_gomemlimit_bytes": tt.want, "go_gc_gogc_percent": int64(tt.gogc)} {
+				m := regexp.MustCompile(`(?m)^` + metric + ` (\S+)$`).FindStringSubmatch(page)
+				if m == nil {
+					t.Errorf("no %s in /metrics", metric)
+					continue
+				}
+				if n, err := strconv.ParseFloat(m[1], 64); err != nil || n != float64(want) {
+					t.Errorf("%s %s, want %d", metric, m[1], want)
+				}
 			}
 		})
 	}

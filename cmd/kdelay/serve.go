@@ -74,7 +74,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return usageError{err}
 	}
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr, credentials: credentials}
-	setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), log)
+	setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), os.Getenv("GOGC"), log)
 	if !cfg.Embedded() {
 		// The forwarder retries what fails; a wrong password or CA fails
 		// every time, so find it out now and say which key to fix.
