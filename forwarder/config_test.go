@@ -5,6 +5,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/levels"
 )
 
 func TestConfigValidation(t *testing.T) {
@@ -55,6 +59,43 @@ func TestConfigValidationOrder(t *testing.T) {
 	for range 20 {
 		if _, err := New(cfg); err == nil || err.Error() != first.Error() {
 			t.Fatalf("New reported the same problems differently:\n%v\nthen:\n%v", first, err)
+		}
+	}
+}
+
+// TestSharedFetchWithinAShare: one fetch of the client that reads every
+// stage (at-least-once) asks a broker for no more than one stage's share of
+// max-buffered-bytes, whatever the number of levels. Its records wait in
+// the client, decoded, outside the workers' buffers; a fetch of every
+// stage's worth let a burst of a million records due at once peak over the
+// 128 MiB the defaults are for.
+func TestSharedFetchWithinAShare(t *testing.T) {
+	t.Parallel()
+	for _, names := range [][]string{{"1s"}, {"1s", "5s", "10s", "30s"}, nil} { // nil: the 18 defaults
+		cfg := Config{Brokers: []string{"127.0.0.1:1"}}
+		if names != nil {
+			set, err := levels.Parse(names)
+			if err != nil {
+				t.Fatal(err)
+			}
+			cfg.Levels = set
+		}
+		f, err := New(cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var topics []string
+		for _, s := range f.cfg.stages() {
+			topics = append(topics, s.topic)
+		}
+		cl, err := kgo.NewClient(clientOpts(&f.cfg, f.cfg.Group, topics...)...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := cl.OptValue(kgo.FetchMaxBytes).(int32)
+		cl.Close()
+		if share := f.cfg.bufferShare(); int64(got) > share {
+			t.Errorf("%d stages: a fetch of the shared client asks for %d bytes, more than a stage's share of %d", len(topics), got, share)
 		}
 	}
 }
