@@ -1,7 +1,6 @@
 package forwarder
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -98,7 +97,7 @@ func (w *worker) recheckHeld(now time.Time) {
 		w.cmdVersion = v
 	}
 	changed := false
-	for _, e := range w.held {
+	for e := range w.held.all() {
 		if e.dead || e.id == "" || e.src == nil {
 			continue
 		}
@@ -107,6 +106,6 @@ func (w *worker) recheckHeld(now time.Time) {
 		}
 	}
 	if changed {
-		heap.Init(&w.held) // rare: a command in force changed a held record
+		w.held.reorder() // rare: a command in force changed a held record
 	}
 }

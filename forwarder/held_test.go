@@ -46,10 +46,10 @@ func TestHeldRecordsLetTheirFetchGo(t *testing.T) {
 		runtime.GC()
 		select {
 		case <-collected:
-			if got := string(w.held[0].out.Value); got != "value 0" {
+			if got := string(w.held.top().out.Value); got != "value 0" {
 				t.Errorf("the held record's value is %q, want %q", got, "value 0")
 			}
-			if got := string(w.held[0].src.Value); got != "value 0" {
+			if got := string(w.held.top().src.Value); got != "value 0" {
 				t.Errorf("the held record's source value is %q, want %q", got, "value 0")
 			}
 			return

@@ -90,7 +90,7 @@ func (w *worker) lostTargets(ids []int32) map[int32]int64 {
 // held.
 func (w *worker) heldBy() map[*partition]int64 {
 	first := map[*partition]int64{}
-	for _, e := range w.held {
+	for e := range w.held.all() {
 		if o, ok := first[e.part]; !e.done && (!ok || e.src.Offset < o) {
 			first[e.part] = e.src.Offset
 		}

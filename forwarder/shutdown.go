@@ -62,7 +62,7 @@ func (w *worker) drain(ctx context.Context, wait func(*entry) bool) {
 		w.applyAcks(now)
 		w.releaseHeld(now, true)
 		var soonest time.Time
-		for _, e := range w.held {
+		for e := range w.held.all() {
 			if !e.part.gone && wait(e) {
 				soonest = earliest(soonest, e.at)
 			}

@@ -285,7 +285,7 @@ func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, offsets map[i
 // and what the aborted transaction produced is invisible to read_committed
 // consumers. A record's retry state is kept in retries. mu must be held.
 func (w *worker) rewind() {
-	for _, e := range w.held {
+	for e := range w.held.all() {
 		if e.attempts > 0 && !e.part.gone {
 			w.retries[retryKey{e.part.id, e.src.Offset}] = retryState{e.first, e.attempts, e.lastErr}
 		}
