@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"iter"
+	"math"
 	"slices"
 	"time"
 
@@ -29,7 +30,7 @@ type heldSlot struct {
 
 // push holds e until e.at.
 func (q *heldQueue) push(e *entry) {
-	*q = append(*q, heldSlot{e.at.UnixNano(), e})
+	*q = append(*q, heldSlot{heldKey(e.at), e})
 	q.up(len(*q) - 1)
 }
 
@@ -43,6 +44,15 @@ func (q *heldQueue) pop() *entry {
 	*q = h[:n]
 	q.down(0)
 	return e
+}
+
+// heldKey is t in Unix nanoseconds, the zero time first (UnixNano leaves
+// it undefined).
+func heldKey(t time.Time) int64 {
+	if t.IsZero() {
+		return math.MinInt64
+	}
+	return t.UnixNano()
 }
 
 // top is the earliest held record; the queue must not be empty.
@@ -62,7 +72,7 @@ func (q heldQueue) all() iter.Seq[*entry] {
 // reorder restores the heap after records' times changed in place.
 func (q heldQueue) reorder() {
 	for i := range q {
-		q[i].at = q[i].e.at.UnixNano()
+		q[i].at = heldKey(q[i].e.at)
 	}
 	for i := len(q)/2 - 1; i >= 0; i-- {
 		q.down(i)
