@@ -240,9 +240,10 @@ func clientOpts(cfg *Config, group string, sources ...string) []kgo.Opt {
 // held outside the workers' buffers until handed on: a burst of a million
 // records due at once peaked at 128-133 MB of RSS, over the 128 MiB the
 // defaults are for, and 114-116 MB with 4 (delivered in 6.6-7.3 s rather
-// than 9.4-10.6 s: less to collect). A stage fetches its partitions' share
-// at most anyway (FetchMaxPartitionBytes), and the fetch that follows
-// comes within a round trip.
+// than 9.4-10.6 s: less to collect). A partition brings a quarter of a
+// share at most in any fetch (FetchMaxPartitionBytes), so four of them
+// still fill one; franz-go rotates the partitions it asks first, and the
+// fetch that follows comes within a round trip.
 func clientFetchMaxBytes(cfg *Config, sources int) int32 {
 	return int32(min(int64(min(sources, sharedFetches))*int64(cfg.fetchMaxBytes()), 50<<20))
 }
