@@ -62,11 +62,7 @@ func TestFencedProducerRenews(t *testing.T) {
 	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
-	for id, times := range kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))) {
-		if times > 1 {
-			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
-		}
-	}
+	seenOnce(t, kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))))
 }
 
 // TestConcurrentTransactionsRenews: a coordinator that answers the commit of
@@ -154,11 +150,7 @@ func TestConcurrentTransactionsRenews(t *testing.T) {
 	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
-	for id, times := range kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))) {
-		if times > 1 {
-			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
-		}
-	}
+	seenOnce(t, kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))))
 	stop() // fails the test if Run returned an error
 }
 

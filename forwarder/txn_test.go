@@ -146,11 +146,7 @@ func TestExactlyOnce(t *testing.T) {
 	if len(ids) != n {
 		t.Fatalf("%d of %d records delivered within 60s of the restart", len(ids), n)
 	}
-	for id, times := range ids {
-		if times > 1 {
-			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
-		}
-	}
+	seenOnce(t, ids)
 	for _, a := range got {
 		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
 		if a.At.Before(due[id]) {
@@ -206,12 +202,19 @@ func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
 	outage.Remove()
 	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
 	waitFor(t, 20*time.Second, "the ingress not to be stuck", func() bool { return ingress().Stuck == "" })
-	for id, times := range kafkatest.IDs(got) {
+	seenOnce(t, kafkatest.IDs(got))
+	if ids := kafkatest.IDs(got); len(ids) != n {
+		t.Errorf("%d of %d records delivered within 30s of the outage's end", len(ids), n)
+	}
+}
+
+// seenOnce fails t for each record id a read_committed consumer saw more
+// than once (ids: kafkatest.IDs of what it read).
+func seenOnce(t *testing.T, ids map[string]int) {
+	t.Helper()
+	for id, times := range ids {
 		if times > 1 {
 			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
 		}
-	}
-	if ids := kafkatest.IDs(got); len(ids) != n {
-		t.Errorf("%d of %d records delivered within 30s of the outage's end", len(ids), n)
 	}
 }

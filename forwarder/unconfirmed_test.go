@@ -111,11 +111,7 @@ func TestUnconfirmedCommit(t *testing.T) {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
 	got = arrived.Until(5*time.Second, atLeast(n+1))
-	for id, times := range kafkatest.IDs(got) {
-		if times > 1 {
-			t.Errorf("record %s seen %d times by a read_committed consumer, want once", id, times)
-		}
-	}
+	seenOnce(t, kafkatest.IDs(got))
 }
 
 // TestOutcome: a transaction committed only if a partition it moved past
