@@ -33,7 +33,7 @@ var LatenessBuckets = []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 
 type Metrics struct {
 	reg      *prometheus.Registry
 	lateness *prometheus.HistogramVec
-	outcomes [7]*prometheus.CounterVec // by forwarder.Outcome
+	outcomes [forwarder.OutcomeCount]*prometheus.CounterVec // by forwarder.Outcome
 }
 
 // NewMetrics returns a Metrics with a new registry, which also holds the Go
@@ -62,6 +62,7 @@ func NewMetrics() *Metrics {
 		forwarder.Retried:      "Produces that failed with an error worth retrying and are tried again.",
 		forwarder.Cancelled:    "Records not delivered because a cancel command names their id, by the level that dropped them.",
 		forwarder.PastDue:      "Records written to the ingress already past their due time (kdelay-deliver-at before the record's timestamp), delivered at once: a producer's lateness, which kdelay_delivery_lateness_seconds leaves out by counting theirs from when they were written.",
+		forwarder.HandedBack:   "Records held in memory until due, written back to the ingress when their partition moved to another process or this one stopped, by the level that held them: the ingress's next owner holds them instead.",
 	}
 	for _, o := range forwarder.Outcomes() {
 		m.outcomes[o] = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -112,7 +113,7 @@ const AllLevels = "all"
 // is an atomic add: no label lookup, no allocation.
 type level struct {
 	lateness prometheus.Observer
-	outcomes [7]prometheus.Counter
+	outcomes [forwarder.OutcomeCount]prometheus.Counter
 	client   *kprom.Metrics
 }
 

@@ -7,9 +7,14 @@ import (
 	"github.com/kdelay/kdelay/forwarder"
 )
 
+// rollMaxLateness is the most a record may be late through a rolling
+// restart of kdelay serve processes.
+const rollMaxLateness = time.Second
+
 // faultGoals are the guarantees each scenario checks (docs/RELIABILITY.md,
 // "The guarantees"): no record lost and none early, the system back within
-// backTimeout after every fault, and with exactly-once delivery no id
+// backTimeout after every fault, a rolling restart within rollMaxLateness
+// late, and with exactly-once delivery no id
 // delivered more often than the ingress holds it, at the read_committed
 // reader. At-least-once promises duplicates: they are shown, and judged
 // only against maxDup, a share of the ids sent, when it is above 0.
@@ -23,6 +28,14 @@ func faultGoals(scenarios []FaultResult, delivery forwarder.Delivery, backTimeou
 		)
 		if len(s.Faults) > 0 {
 			goals = append(goals, backGoal(name+"faults back within "+backTimeout.String(), s.Faults))
+		}
+		if s.Scenario == ScenarioRoll && s.Error == "" {
+			// A rolling deploy is routine: it should cost no more than a
+			// second of lateness (issue 21), beside the floor's own.
+			goals = append(goals, Goal{
+				Name: name + "max lateness", Want: "≤ " + rollMaxLateness.String(),
+				Got: s.All.Max.Round(time.Millisecond).String(), Met: s.All.Max <= rollMaxLateness,
+			})
 		}
 		if delivery != forwarder.ExactlyOnce && maxDup > 0 {
 			share := float64(s.AddedIDs) / float64(max(s.Sent, 1))

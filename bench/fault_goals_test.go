@@ -12,7 +12,8 @@ import (
 // back within the back timeout of its end fails it (a fault back later
 // than that from its start does not), and duplicates fail only
 // exactly-once, counting the ids kdelay repeated, not those the ingress
-// holds twice.
+// holds twice; a rolling restart fails when a record came more than a
+// second late.
 func TestFaultGoals(t *testing.T) {
 	t.Parallel()
 	back := func(d time.Duration) Fault { return Fault{At: 6 * time.Second, Back: d, BackOK: true} }
@@ -20,6 +21,7 @@ func TestFaultGoals(t *testing.T) {
 		{Scenario: ScenarioNodeKill, Faults: []Fault{back(72 * time.Second), back(4 * time.Second)}, DuplicateIDs: 30, WrittenTwice: 30},
 		{Scenario: ScenarioKill, Lost: 2, Early: 1, Faults: []Fault{{At: 6 * time.Second, Back: time.Minute}}, DuplicateIDs: 5, AddedIDs: 5},
 		{Scenario: ScenarioScale, Error: "deadline"},
+		{Scenario: ScenarioRoll, All: Group{Max: 1200 * time.Millisecond}},
 	}
 	t.Run("at-least-once judges no duplicate", func(t *testing.T) {
 		t.Parallel()
@@ -32,6 +34,9 @@ func TestFaultGoals(t *testing.T) {
 			{"kill: faults back within 1m0s", "1 of 1", "0 of 1", false},
 			{"scale: lost records", "0", "0", true},
 			{"scale: early records", "0", "0", true},
+			{"roll: lost records", "0", "0", true},
+			{"roll: early records", "0", "0", true},
+			{"roll: max lateness", "≤ 1s", "1.2s", false},
 		}
 		if got := faultGoals(scenarios, forwarder.AtLeastOnce, time.Minute, 0); !slices.Equal(got, want) {
 			t.Errorf("goals\n%+v\nwant\n%+v", got, want)

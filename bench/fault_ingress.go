@@ -11,8 +11,11 @@ import (
 )
 
 // ingressCopies reads the scenario's ingress from its start to its end and
-// counts the records of each id: a duplicate the producer wrote is not one
-// kdelay made, and the report tells them apart.
+// counts the records of each id the driver wrote: a duplicate the producer
+// wrote is not one kdelay made, and the report tells them apart. A copy
+// kdelay wrote itself (a held record handed back as its partition moved) is
+// not counted: it is how kdelay hands a record on, and delivered twice it
+// would be kdelay's duplicate.
 func (r *faultRun) ingressCopies(ctx context.Context) (map[int]int32, error) {
 	if r.s == nil {
 		return nil, nil
@@ -45,7 +48,7 @@ func (r *faultRun) ingressCopies(ctx context.Context) (map[int]int32, error) {
 			return copies, fmt.Errorf("read the ingress: %d partitions not read to their end within 30s", len(remaining))
 		}
 		fetches.EachRecord(func(rec *kgo.Record) {
-			if id, err := strconv.Atoi(string(rec.Key)); err == nil {
+			if id, err := strconv.Atoi(string(rec.Key)); err == nil && r.s.wrote(rec.ProducerID) {
 				copies[id]++
 			}
 			if end, ok := remaining[rec.Partition]; ok && rec.Offset+1 >= end {

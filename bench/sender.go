@@ -38,7 +38,8 @@ type sender struct {
 	failed atomic.Int64 // records the broker did not take
 
 	mu     sync.Mutex
-	timers []*time.Timer // floor records not yet due
+	timers []*time.Timer  // floor records not yet due
+	pids   map[int64]bool // the producer ids the broker gave this sender's client
 }
 
 // steady sends each record at its time. It returns once all are sent; the
@@ -114,6 +115,7 @@ func (s *sender) produce(r *kgo.Record) { s.produceOr(context.Background(), r, n
 // not take it.
 func (s *sender) produceOr(ctx context.Context, rec *kgo.Record, refused func()) {
 	s.cl.Produce(ctx, rec, func(rec *kgo.Record, err error) {
+		s.notePID(rec.ProducerID)
 		if err == nil {
 			return
 		}
@@ -124,6 +126,31 @@ func (s *sender) produceOr(ctx context.Context, rec *kgo.Record, refused func())
 			s.log.Warn("send_failed", "topic", rec.Topic, "err", err)
 		}
 	})
+}
+
+// notePID keeps pid, the producer id a record of this sender was written
+// with (-1 when it failed: franz-go does not say which).
+func (s *sender) notePID(pid int64) {
+	if pid < 0 {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.pids[pid] {
+		if s.pids == nil {
+			s.pids = map[int64]bool{}
+		}
+		s.pids[pid] = true
+	}
+}
+
+// wrote reports whether a record with producer id pid may be one this
+// sender wrote, rather than one kdelay wrote to the same topic (a held
+// record handed back to the ingress, forwarder/handback.go).
+func (s *sender) wrote(pid int64) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.pids[pid]
 }
 
 // stop cancels the floor records not yet due and waits for what is in

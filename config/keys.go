@@ -73,7 +73,7 @@ func keys() []key {
 		{"stuck-after", kindDuration, kdelay.DurationText(forwarder.DefaultStuckAfter), "how long a level may hold a record past its due time while handing none on before /readyz answers 503 and kdelay_stuck says why; a backlog that moves is late, not stuck"},
 		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},
 		{"instance-id", kindString, "", "this process's name in kdelay's consumer groups (static membership): a kdelay restarted with the same one resumes its partitions at once; unique per process sharing the group, stable across restarts; empty is the host name (the pod name in Kubernetes)"},
-		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long shutdown waits for held records and in-flight produces"},
+		{"shutdown-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultShutdownTimeout), "how long a clean stop may take: handing held records back, in-flight produces, the last commit"},
 		{"admin", kindString, admin.DefaultAddr, "host:port of the admin HTTP listener: /metrics (Prometheus), /livez, /readyz, /debug/pprof/ (to loopback only); :9464 listens on every interface; empty turns it off"},
 		{"console-actions", kindBool, "false", "let the web console at / on the admin listener replay dead letters and cancel, reschedule or run messages now; false keeps it read-only; with admin not on loopback, console-auth-file is required"},
 		{"console-auth-file", kindString, "", "file of the credentials the web console asks for, a line per user, name:secret (basic auth, or the secret as a bearer token); empty asks for none"},

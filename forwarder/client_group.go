@@ -16,9 +16,9 @@ import (
 // callback always did.
 //
 // The workers' parts of one callback run concurrently, so that the slowest
-// bounds a rebalance rather than their sum: a revoke delivers held records
-// for up to the smallest level, and a lost session commits for up to
-// groupRetry.
+// bounds a rebalance rather than their sum: a revoke waits for the produces
+// that hand its held records back (handback.go), and a lost session commits
+// for up to groupRetry.
 func stageCallbacks(workers map[string]*worker) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {

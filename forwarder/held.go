@@ -69,6 +69,25 @@ func (q heldQueue) all() iter.Seq[*entry] {
 	}
 }
 
+// take removes and returns the held records f is true for, in no order.
+func (q *heldQueue) take(f func(*entry) bool) []*entry {
+	var taken []*entry
+	kept := (*q)[:0]
+	for _, h := range *q {
+		if f(h.e) {
+			taken = append(taken, h.e)
+		} else {
+			kept = append(kept, h)
+		}
+	}
+	clear((*q)[len(kept):]) // the records taken are not kept alive by the slice
+	*q = kept
+	if len(taken) > 0 {
+		q.reorder()
+	}
+	return taken
+}
+
 // reorder restores the heap after records' times changed in place.
 func (q heldQueue) reorder() {
 	for i := range q {

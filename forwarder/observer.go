@@ -75,6 +75,9 @@ const (
 	Retried                     // a failed produce to be tried again (Stats.Retried)
 	Cancelled                   // not delivered: a cancel command names it (Stats.Cancelled)
 	PastDue                     // written to the ingress already past its due time (Stats.PastDue)
+	HandedBack                  // held in memory, written back to the ingress as its partition moved (Stats.HandedBack)
+
+	OutcomeCount = iota // how many there are, for arrays indexed by Outcome
 )
 
 // String is the outcome's name, as metrics and logs write it.
@@ -94,6 +97,8 @@ func (o Outcome) String() string {
 		return "cancelled"
 	case PastDue:
 		return "past_due"
+	case HandedBack:
+		return "handed_back"
 	}
 	return "unknown"
 }
@@ -101,7 +106,7 @@ func (o Outcome) String() string {
 // Outcomes lists every Outcome, for an Observer that prepares a counter for
 // each.
 func Outcomes() []Outcome {
-	return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried, Cancelled, PastDue}
+	return []Outcome{Delivered, Hopped, Held, DeadLettered, Retried, Cancelled, PastDue, HandedBack}
 }
 
 // count counts one record's outcome in the worker's Stats and tells its
@@ -122,6 +127,8 @@ func (w *worker) count(o Outcome) {
 		w.stats.Cancelled++
 	case PastDue:
 		w.stats.PastDue++
+	case HandedBack:
+		w.stats.HandedBack++
 	}
 	w.obs.Handled(o)
 }

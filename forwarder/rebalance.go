@@ -6,15 +6,15 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
-// revoked runs when partitions move to another member: it delivers the
-// records of those partitions held below the smallest level as they fall due
-// (within the smallest level), waits for what is in flight, commits what was
-// handed on, and forgets the partitions. A held record holds its partition's
-// commit point, so handing the partition over before delivering it would
-// have the new owner deliver every record behind it again. The move waits
-// only for the revoked partitions' held records, at most the smallest level
-// and never more than ShutdownTimeout; what the timeout cuts off stays
-// uncommitted and is re-read by the new owner.
+// revoked runs when partitions move to another member: it hands the records
+// of those partitions held below the smallest level back to the ingress
+// (handBack; one due within handBackAfter it delivers), waits for what is
+// in flight, commits what was handed on, and forgets the partitions. A held
+// record holds its partition's commit point, so handing the partition over
+// before handing it on would have the new owner deliver every record behind
+// it again. The move waits only for those produces, never more than
+// ShutdownTimeout; what the timeout cuts off stays uncommitted and is
+// re-read by the new owner.
 //
 // In exactly-once delivery it only forgets them: nothing can be committed
 // from here (the transaction session holds its lock while it calls revoked),
@@ -31,6 +31,9 @@ func (w *worker) revoked(ctx context.Context, ids []int32) {
 	for _, id := range ids {
 		revoked[id] = true
 	}
+	w.mu.Lock()
+	w.handBack(func(p *partition) bool { return revoked[p.id] }, w.cfg.NowFunc())
+	w.mu.Unlock()
 	w.drain(fctx, func(e *entry) bool { return revoked[e.part.id] && e.attempts == 0 })
 	if err := w.cl.flush(fctx); err != nil {
 		w.log.Warn("flush_on_revoke_failed", "err", err)

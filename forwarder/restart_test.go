@@ -43,7 +43,7 @@ func TestRestart(t *testing.T) {
 	if ids := len(kafkatest.IDs(got)); ids != n {
 		t.Fatalf("%d of %d records delivered within 60s of the restart", ids, n)
 	}
-	// A clean stop drains held records, finishes in-flight produces and
+	// A clean stop hands held records back to the ingress, finishes in-flight produces and
 	// commits before leaving, so the new forwarder re-delivers nothing.
 	if dups := len(got) - n; dups > 0 {
 		t.Errorf("%d records delivered twice across a clean restart, want 0", dups)

@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// shutdown runs once fetching has stopped. It delivers held records as they
-// fall due (they are due within the smallest level), waits for in-flight
-// produces, commits, and leaves the group, all within ShutdownTimeout. A
-// clean stop thus leaves nothing to re-deliver; whatever the timeout cuts off
-// stays uncommitted and is re-read by the next owner.
+// shutdown runs once fetching has stopped. It hands held records back to
+// the ingress (handBack; those due within handBackAfter, and retries, it
+// delivers as they fall due), waits for in-flight produces, commits, and
+// leaves the group, all within ShutdownTimeout. A clean stop thus leaves
+// nothing to re-deliver; whatever the timeout cuts off stays uncommitted and
+// is re-read by the next owner.
 func (w *worker) shutdown() {
 	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 	defer cancel()
@@ -18,6 +19,9 @@ func (w *worker) shutdown() {
 		// more for this one (a dropped level drained, or a stop).
 		w.cl.pauseSource()
 	}
+	w.mu.Lock()
+	w.handBack(func(*partition) bool { return true }, w.cfg.NowFunc())
+	w.mu.Unlock()
 	w.drainHeld(ctx)
 	if err := w.cl.flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)

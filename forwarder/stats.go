@@ -10,6 +10,7 @@ type Stats struct {
 	Aborted      int64 // transactions aborted, whose records were taken again (exactly-once)
 	Cancelled    int64 // records not delivered because a cancel command names them
 	PastDue      int64 // records written to the ingress already past their due time, delivered at once
+	HandedBack   int64 // records held in memory written back to the ingress as their partition moved or the process stopped
 }
 
 func (s *Stats) add(o Stats) {
@@ -21,4 +22,5 @@ func (s *Stats) add(o Stats) {
 	s.Aborted += o.Aborted
 	s.Cancelled += o.Cancelled
 	s.PastDue += o.PastDue
+	s.HandedBack += o.HandedBack
 }

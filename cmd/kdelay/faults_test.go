@@ -101,9 +101,9 @@ func faultScenario(bin string, brokers []string, set levels.Set, delivery forwar
 		// A record the producer wrote twice is delivered twice: on the
 		// embedded broker a SIGKILL can make a retried write land twice
 		// (it keeps no producer sequence numbers across one).
-		// A process stopped with SIGTERM delivers what it holds and
-		// commits before it leaves (forwarder/shutdown.go): its successor
-		// re-delivers nothing, in either mode.
+		// A process stopped with SIGTERM hands what it holds back to the
+		// ingress and commits before it leaves (forwarder/shutdown.go):
+		// its successor re-delivers nothing, in either mode.
 		cleanStops := name == bench.ScenarioScale || name == bench.ScenarioRoll
 		if cleanStops && delivery == forwarder.AtLeastOnce && s.AddedIDs != 0 {
 			t.Errorf("%d ids delivered more often than the ingress holds them (%d seen more than once); want none when every process stops cleanly",
