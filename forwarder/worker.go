@@ -240,17 +240,22 @@ func clientOpts(cfg *Config, group string, sources ...string) []kgo.Opt {
 // held outside the workers' buffers until handed on: a burst of a million
 // records due at once peaked at 128-133 MB of RSS, over the 128 MiB the
 // defaults are for, and 114-116 MB with 4 (delivered in 6.6-7.3 s rather
-// than 9.4-10.6 s: less to collect). A partition brings a quarter of a
-// share at most in any fetch (FetchMaxPartitionBytes), so four of them
-// still fill one; franz-go rotates the partitions it asks first, and the
-// fetch that follows comes within a round trip.
+// than 9.4-10.6 s: less to collect). Under a load beyond what the machine
+// forwards (50,000 records/s), where every fetch comes back full and waits
+// to be polled, 4 peaked at 138-140 MB and 2 at 119-128 MB, later by less
+// (p99 7.8-12.5 s against 14.8-15.8 s); the burst went as fast (7.4 s, 112
+// MB against 7.9 s, 117 MB) and 10,000 records/s as close to the floor. A
+// partition brings a quarter of a share at most in any fetch
+// (FetchMaxPartitionBytes), so two of them still fill a fetch; franz-go rotates
+// the partitions it asks first, and the fetch that follows comes within a
+// round trip.
 func clientFetchMaxBytes(cfg *Config, sources int) int32 {
 	return int32(min(int64(min(sources, sharedFetches))*int64(cfg.fetchMaxBytes()), 50<<20))
 }
 
 // sharedFetches is how many stages' fetches one fetch of a client brings at
 // most.
-const sharedFetches = 4
+const sharedFetches = 2
 
 // dlqLimit is the largest dead letter cl and the DLQ take: the client
 // refuses a record larger than its own batch limit before the broker sees
