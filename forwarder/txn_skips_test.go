@@ -1,0 +1,104 @@
+package forwarder
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// TestSkipsRoundTrip: what a commit's metadata says is handed on reads back
+// the same, runs and lone offsets alike, and metadata that is not kdelay's
+// says nothing.
+func TestSkipsRoundTrip(t *testing.T) {
+	t.Parallel()
+	for _, offs := range [][]int64{nil, {11}, {11, 12, 13}, {12, 14, 15, 16, 40, 1000000}} {
+		meta := encodeSkips(10, offs)
+		got, err := decodeSkips(10, meta)
+		if err != nil || !slices.Equal(got, offs) {
+			t.Errorf("decodeSkips(encodeSkips(%v)) = %v, %v", offs, got, err)
+		}
+	}
+	if got, err := decodeSkips(10, "consumer-1-4c1d"); got != nil || err != nil {
+		t.Errorf("a member id as metadata reads as skips %v, %v; want none", got, err)
+	}
+	if _, err := decodeSkips(10, skipsPrefix+"!!"); err == nil {
+		t.Error("metadata that is not base64 read without an error")
+	}
+	// A window of maxTxnWindow records, every other one handed on: the
+	// longest metadata a commit makes with offsets close together.
+	var offs []int64
+	for i := range int64(maxTxnWindow / 2) {
+		offs = append(offs, 12+2*i)
+	}
+	if meta := encodeSkips(10, offs); len(meta) > maxSkipsMeta {
+		t.Errorf("%d skips take %d bytes of metadata, more than %d", len(offs), len(meta), maxSkipsMeta)
+	}
+}
+
+// TestExactlyOncePastAHeldRecord writes a record held in memory for seconds
+// and, behind it in the same ingress partition, one due at once. In
+// exactly-once the second must not wait for the first (it did: a partition
+// took nothing behind a held record, which the replay after a crash would
+// have delivered again). Then the forwarder crashes while it holds the
+// first: the next one delivers it, once, and not the second again, which
+// the last commit's metadata lists as handed on.
+func TestExactlyOncePastAHeldRecord(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"10s", "20s"})
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	f, done := fx.runUntilCrash(cfg)
+
+	due := map[string]time.Time{}
+	for _, r := range []struct {
+		id    string
+		delay time.Duration
+	}{{"held", 8 * time.Second}, {"behind", 0}} {
+		rec := &kgo.Record{Topic: cfg.Topics.Ingress(), Key: []byte("one partition"), Value: []byte(r.id), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(r.delay.Milliseconds(), 10))},
+			{Key: kdelay.HeaderID, Value: []byte(r.id)},
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := fx.cl.ProduceSync(ctx, rec).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %s: %v", r.id, err)
+		}
+		due[r.id] = rec.Timestamp.Truncate(time.Millisecond).Add(r.delay)
+	}
+
+	got := arrived.Until(due["held"].Sub(time.Now()), atLeast(1))
+	if ids := kafkatest.IDs(got); ids["behind"] != 1 || ids["held"] != 0 {
+		t.Fatalf("seen before the held record was due: %v, want behind once: it waited for the record held before it", ids)
+	}
+	// The ingress's offsets are committed with "behind" in the same
+	// transaction: the crash comes after it.
+	crash(t, f, done)
+	if !time.Now().Before(due["held"]) {
+		t.Log("the crash came after the held record was due: the replay below proves less")
+	}
+
+	fx.start(cfg)
+	got = arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["held"] > 0 })
+	got = arrived.Until(time.Second, atLeast(len(got)+1)) // a copy of either would come within a fetch
+	seenOnce(t, kafkatest.IDs(got))
+	if ids := kafkatest.IDs(got); len(ids) != 2 {
+		t.Errorf("seen %v, want held and behind", ids)
+	}
+	for _, a := range got {
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		if a.At.Before(due[id]) {
+			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
+		}
+	}
+}
