@@ -31,10 +31,10 @@ type partition struct {
 	skips  []int64
 	meta   string
 	metaAt int64
-	flying    int   // entries handed to the client whose ack the loop has not applied
-	notDue    bool  // its buffered records are not due soon: fetch no more
-	paused    bool  // fetching paused, for notDue or a full buffer
-	gone      bool  // revoked or lost: late acks for it are ignored
+	flying int  // entries handed to the client whose ack the loop has not applied
+	notDue bool // its buffered records are not due soon: fetch no more
+	paused bool // fetching paused, for notDue or a full buffer
+	gone   bool // revoked or lost: late acks for it are ignored
 	// leaving is set while a rebalance callback takes the partition away
 	// (markLeaving): the loop then hands on none of its records, which
 	// only the callback does.
