@@ -25,20 +25,20 @@ type partition struct {
 	committed int64 // last offset committed, -1 before the first commit
 	from      int64 // the offset of the first record fetched: where reading began
 	waiting   int   // entries of this partition held in memory (worker.held)
+	flying    int   // entries handed to the client whose ack the loop has not applied
+	notDue    bool  // its buffered records are not due soon: fetch no more
+	paused    bool  // fetching paused, for notDue or a full buffer
+	gone      bool  // revoked or lost: late acks for it are ignored
+	// leaving is set while a rebalance callback takes the partition away
+	// (markLeaving): the loop then hands on none of its records, which
+	// only the callback does.
+	leaving bool
 	// skips and meta are exactly-once's (txn_skips.go): offsets ahead,
 	// not taken yet, that a transaction committed before handed on, and
 	// the metadata of the partition's last commit, which was at metaAt.
 	skips  []int64
 	meta   string
 	metaAt int64
-	flying int  // entries handed to the client whose ack the loop has not applied
-	notDue bool // its buffered records are not due soon: fetch no more
-	paused bool // fetching paused, for notDue or a full buffer
-	gone   bool // revoked or lost: late acks for it are ignored
-	// leaving is set while a rebalance callback takes the partition away
-	// (markLeaving): the loop then hands on none of its records, which
-	// only the callback does.
-	leaving bool
 }
 
 // entry is one taken record on its way out: produced to a level, the target
