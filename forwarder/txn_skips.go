@@ -51,8 +51,9 @@ type txnPoint struct {
 	meta string
 }
 
-// skipped is the offsets above p's commit point handed on already: records
-// taken and done, and inherited skips not taken yet. mu must be held.
+// skipped is the offsets from p's commit point on handed on already:
+// records taken and done, and inherited skips not taken yet (from next on,
+// which may be the commit point). mu must be held.
 func (p *partition) skipped() []int64 {
 	p.commitPoint()
 	var offs []int64
@@ -93,13 +94,15 @@ func (p *partition) skipHead() bool {
 }
 
 // encodeSkips is the metadata of a commit at point with offs (ascending,
-// above point) handed on: "" with none.
+// from point on) handed on: "" with none. The commit point itself may be
+// one: a partition whose records taken are all handed on commits the next
+// offset to read, and that may be a record an earlier commit lists.
 func encodeSkips(point int64, offs []int64) string {
 	if len(offs) == 0 {
 		return ""
 	}
 	var b []byte
-	prev := point
+	prev := point - 1
 	for i := 0; i < len(offs); {
 		j := i
 		for j+1 < len(offs) && offs[j+1] == offs[j]+1 {
@@ -114,7 +117,7 @@ func encodeSkips(point int64, offs []int64) string {
 
 var errSkips = errors.New("commit metadata: not a list of kdelay skips")
 
-// decodeSkips reads the offsets handed on above point from a commit's
+// decodeSkips reads the offsets handed on from point on from a commit's
 // metadata: none when it is not kdelay's.
 func decodeSkips(point int64, meta string) ([]int64, error) {
 	rest, ok := strings.CutPrefix(meta, skipsPrefix)
@@ -126,7 +129,7 @@ func decodeSkips(point int64, meta string) ([]int64, error) {
 		return nil, errors.Join(errSkips, err)
 	}
 	var offs []int64
-	prev := point
+	prev := point - 1
 	for len(b) > 0 {
 		gap, n := binary.Uvarint(b)
 		if n <= 0 || gap == 0 {

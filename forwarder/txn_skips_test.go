@@ -18,7 +18,7 @@ import (
 // says nothing.
 func TestSkipsRoundTrip(t *testing.T) {
 	t.Parallel()
-	for _, offs := range [][]int64{nil, {11}, {11, 12, 13}, {12, 14, 15, 16, 40, 1000000}} {
+	for _, offs := range [][]int64{nil, {10}, {11}, {10, 11, 12, 13}, {12, 14, 15, 16, 40, 1000000}} {
 		meta := encodeSkips(10, offs)
 		got, err := decodeSkips(10, meta)
 		if err != nil || !slices.Equal(got, offs) {
@@ -30,6 +30,15 @@ func TestSkipsRoundTrip(t *testing.T) {
 	}
 	if _, err := decodeSkips(10, skipsPrefix+"!!"); err == nil {
 		t.Error("metadata that is not base64 read without an error")
+	}
+	// A partition read from a commit that listed the next two records
+	// commits them again until it has taken them.
+	p := newPartition(0, 5)
+	p.next, p.fetched, p.skips = kgo.EpochOffset{Offset: 5}, true, []int64{5, 6}
+	if pt := p.txnPoint(); pt.Offset != 5 {
+		t.Errorf("commit point %d, want 5", pt.Offset)
+	} else if got, err := decodeSkips(pt.Offset, pt.meta); err != nil || !slices.Equal(got, p.skips) {
+		t.Errorf("a commit at 5 lists %v (%v), want %v", got, err, p.skips)
 	}
 	// A window of maxTxnWindow records, every other one handed on: the
 	// longest metadata a commit makes with offsets close together.
