@@ -4,10 +4,13 @@ import (
 	"context"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
@@ -103,6 +106,84 @@ func TestExactlyOncePastAHeldRecord(t *testing.T) {
 	seenOnce(t, kafkatest.IDs(got))
 	if ids := kafkatest.IDs(got); len(ids) != 2 {
 		t.Errorf("seen %v, want held and behind", ids)
+	}
+	for _, a := range got {
+		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
+		if a.At.Before(due[id]) {
+			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
+		}
+	}
+}
+
+// TestExactlyOnceRewindsPastAHeldRecord: an aborted transaction rewinds the
+// partitions to their last commit, and the replay drops what that commit
+// lists as handed on. A record held in memory has a record behind it handed
+// on in a committed transaction; the next transaction, which holds a third,
+// aborts. Each of the three is seen once.
+func TestExactlyOnceRewindsPastAHeldRecord(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"10s", "20s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's control of TxnOffsetCommit to abort a transaction")
+	}
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	f, _ := fx.start(cfg)
+
+	due := map[string]time.Time{}
+	send := func(id string, delay time.Duration) {
+		rec := &kgo.Record{Topic: cfg.Topics.Ingress(), Key: []byte("one partition"), Value: []byte(id), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
+			{Key: kdelay.HeaderID, Value: []byte(id)},
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		if err := fx.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+			t.Fatalf("produce %s: %v", id, err)
+		}
+		due[id] = rec.Timestamp.Truncate(time.Millisecond).Add(delay)
+	}
+	send("held", 8*time.Second)
+	send("behind", 0)
+	if got := arrived.Until(due["held"].Sub(time.Now()), atLeast(1)); kafkatest.IDs(got)["behind"] != 1 {
+		t.Fatalf("seen %v before the held record was due, want behind", kafkatest.IDs(got))
+	}
+
+	// The next commit of the ingress's offsets fails, and its transaction
+	// aborts (franz-go aborts on UNKNOWN_SERVER_ERROR).
+	fake := fx.cluster.Fake
+	var failed atomic.Bool
+	fake.ControlKey(int16(kmsg.TxnOffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		commit := req.(*kmsg.TxnOffsetCommitRequest)
+		if failed.Load() || len(commit.Topics) == 0 { // only the ingress's forwarder commits here
+			fake.KeepControl()
+			return nil, nil, false
+		}
+		failed.Store(true)
+		resp := commit.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
+		for _, rt := range commit.Topics {
+			st := kmsg.NewTxnOffsetCommitResponseTopic()
+			st.Topic = rt.Topic
+			for _, rp := range rt.Partitions {
+				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
+				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
+				st.Partitions = append(st.Partitions, sp)
+			}
+			resp.Topics = append(resp.Topics, st)
+		}
+		return resp, nil, true
+	})
+	send("third", 0)
+	waitFor(t, 20*time.Second, "a transaction to abort", func() bool { return f.Stats().Aborted > 0 })
+
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == len(due) })
+	got = arrived.Until(time.Second, atLeast(len(got)+1)) // a copy would come within a fetch
+	seenOnce(t, kafkatest.IDs(got))
+	if ids := kafkatest.IDs(got); len(ids) != len(due) {
+		t.Errorf("seen %v, want each of %d once", ids, len(due))
 	}
 	for _, a := range got {
 		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
