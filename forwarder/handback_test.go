@@ -1,7 +1,6 @@
 package forwarder
 
 import (
-	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -82,22 +81,9 @@ func TestRevokeHandsHeldRecordsBack(t *testing.T) {
 func sendHeld(t *testing.T, fx *fixture, n int) map[string]time.Time {
 	t.Helper()
 	due := map[string]time.Time{}
-	var rs []*kgo.Record
 	for i := range n {
 		id := "held-" + strconv.Itoa(i)
-		rs = append(rs, &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte(id), Value: []byte(id), Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-			{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(heldDelay.Milliseconds(), 10))},
-			{Key: kdelay.HeaderID, Value: []byte(id)},
-		}})
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := fx.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
-		t.Fatalf("produce to the ingress: %v", err)
-	}
-	for _, r := range rs {
-		due[string(r.Key)] = r.Timestamp.Truncate(time.Millisecond).Add(heldDelay)
+		due[id] = sendKeyed(t, fx, id, id, heldDelay)
 	}
 	return due
 }

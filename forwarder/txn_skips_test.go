@@ -70,23 +70,9 @@ func TestExactlyOncePastAHeldRecord(t *testing.T) {
 	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	f, done := fx.runUntilCrash(cfg)
 
-	due := map[string]time.Time{}
-	for _, r := range []struct {
-		id    string
-		delay time.Duration
-	}{{"held", 8 * time.Second}, {"behind", 0}} {
-		rec := &kgo.Record{Topic: cfg.Topics.Ingress(), Key: []byte("one partition"), Value: []byte(r.id), Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-			{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(r.delay.Milliseconds(), 10))},
-			{Key: kdelay.HeaderID, Value: []byte(r.id)},
-		}}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		err := fx.cl.ProduceSync(ctx, rec).FirstErr()
-		cancel()
-		if err != nil {
-			t.Fatalf("produce %s: %v", r.id, err)
-		}
-		due[r.id] = rec.Timestamp.Truncate(time.Millisecond).Add(r.delay)
+	due := map[string]time.Time{
+		"held":   sendKeyed(t, fx, "one partition", "held", 8*time.Second),
+		"behind": sendKeyed(t, fx, "one partition", "behind", 0),
 	}
 
 	got := arrived.Until(due["held"].Sub(time.Now()), atLeast(1))
@@ -133,19 +119,7 @@ func TestExactlyOnceRewindsPastAHeldRecord(t *testing.T) {
 	f, _ := fx.start(cfg)
 
 	due := map[string]time.Time{}
-	send := func(id string, delay time.Duration) {
-		rec := &kgo.Record{Topic: cfg.Topics.Ingress(), Key: []byte("one partition"), Value: []byte(id), Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-			{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
-			{Key: kdelay.HeaderID, Value: []byte(id)},
-		}}
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		defer cancel()
-		if err := fx.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-			t.Fatalf("produce %s: %v", id, err)
-		}
-		due[id] = rec.Timestamp.Truncate(time.Millisecond).Add(delay)
-	}
+	send := func(id string, delay time.Duration) { due[id] = sendKeyed(t, fx, "one partition", id, delay) }
 	send("held", 8*time.Second)
 	send("behind", 0)
 	if got := arrived.Until(due["held"].Sub(time.Now()), atLeast(1)); kafkatest.IDs(got)["behind"] != 1 {
@@ -191,4 +165,22 @@ func TestExactlyOnceRewindsPastAHeldRecord(t *testing.T) {
 			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
 		}
 	}
+}
+
+// sendKeyed writes to the ingress a record id due delay after its
+// timestamp, keyed by key (records of one key share a partition), and
+// returns its due time.
+func sendKeyed(t *testing.T, fx *fixture, key, id string, delay time.Duration) time.Time {
+	t.Helper()
+	rec := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte(key), Value: []byte(id), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+		{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
+		{Key: kdelay.HeaderID, Value: []byte(id)},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fx.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatalf("produce %s: %v", id, err)
+	}
+	return rec.Timestamp.Truncate(time.Millisecond).Add(delay)
 }
