@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -110,6 +111,33 @@ func serveFlags(s Setup) []string {
 		// port of its own.
 		"--admin", "127.0.0.1:0",
 	)
+}
+
+// benchSets names, for each flag of kdelay serve the benchmark sets itself
+// (serveFlags), what sets it instead: a --serve-flag for one of them would
+// win over the benchmark's while the benchmark went on as if its own held,
+// waiting for groups that never form or reading the target the wrong way.
+var benchSets = map[string]string{
+	"brokers":      "kdelay bench's --brokers",
+	"delivery":     "kdelay bench's --delivery",
+	"levels":       "kdelay bench's --levels",
+	"partitions":   "kdelay bench's --partitions",
+	"mode":         "kdelay bench's --modes",
+	"topic-prefix": "the benchmark, a fresh one each run",
+	"group":        "the benchmark, a fresh one each run",
+}
+
+// checkServeFlags refuses a --serve-flag for a setting the benchmark makes
+// itself, saying what to use instead.
+func checkServeFlags(flags []string) error {
+	var errs []error
+	for _, f := range flags {
+		name, _, _ := strings.Cut(strings.TrimLeft(f, "-"), "=")
+		if instead, ok := benchSets[name]; ok && strings.HasPrefix(f, "-") {
+			errs = append(errs, fmt.Errorf("serve flag %s: the benchmark sets --%s of every kdelay serve itself; use %s", f, name, instead))
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // envPrefix starts the environment variables `kdelay serve` reads (the

@@ -78,3 +78,26 @@ func TestConfigValidate(t *testing.T) {
 		})
 	}
 }
+
+// TestServeFlagsTheBenchmarkSets: a --serve-flag for a setting the benchmark
+// makes itself (one that would win over its own, as --delivery did, the
+// sweep then waiting for groups that never formed) is refused, naming what
+// to use; others pass.
+func TestServeFlagsTheBenchmarkSets(t *testing.T) {
+	t.Parallel()
+	err := checkServeFlags([]string{"--delivery=exactly-once", "--levels", "1s", "--max-buffered-bytes=512MiB", "--admin=127.0.0.1:9999"})
+	if err == nil {
+		t.Fatal("--serve-flag=--delivery=exactly-once accepted")
+	}
+	for _, want := range []string{"--delivery=exactly-once", "kdelay bench's --delivery", "kdelay bench's --levels"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Errorf("error %q does not say %q", err, want)
+		}
+	}
+	if strings.Contains(err.Error(), "max-buffered-bytes") || strings.Contains(err.Error(), "admin") {
+		t.Errorf("error %q refuses a flag the benchmark leaves to serve", err)
+	}
+	if err := checkServeFlags([]string{"--max-buffered-bytes=512MiB", "1s"}); err != nil {
+		t.Errorf("checkServeFlags = %v, want nil", err)
+	}
+}

@@ -179,7 +179,7 @@ func (c FaultConfig) WithDefaults() FaultConfig {
 }
 
 func (c FaultConfig) validate() error {
-	errs := []error{validDelivery(c.Delivery)}
+	errs := []error{validDelivery(c.Delivery), checkServeFlags(c.ServeFlags)}
 	all := slices.Concat(Scenarios, ClusterScenarios)
 	for _, s := range c.Scenarios {
 		if !slices.Contains(all, s) {

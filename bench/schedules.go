@@ -114,7 +114,7 @@ func (c SchedulesConfig) WithDefaults() SchedulesConfig {
 }
 
 func (c SchedulesConfig) validate() error {
-	errs := []error{validDelivery(c.Delivery)}
+	errs := []error{validDelivery(c.Delivery), checkServeFlags(c.ServeFlags)}
 	switch c.Runner.(type) {
 	case Command, InProcess:
 	default:

@@ -122,7 +122,7 @@ func (c SoakConfig) WithDefaults() SoakConfig {
 const minSlopeSamples = 5
 
 func (c SoakConfig) validate() error {
-	errs := []error{validDelivery(c.Delivery)}
+	errs := []error{validDelivery(c.Delivery), checkServeFlags(c.ServeFlags)}
 	switch c.Runner.(type) {
 	case Command:
 	case Running:

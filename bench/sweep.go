@@ -133,7 +133,7 @@ func (c SweepConfig) WithDefaults() SweepConfig {
 }
 
 func (c SweepConfig) validate() error {
-	errs := []error{validDelivery(c.Delivery)}
+	errs := []error{validDelivery(c.Delivery), checkServeFlags(c.ServeFlags)}
 	switch c.Runner.(type) {
 	case Command, InProcess:
 	default:
