@@ -26,13 +26,19 @@ import (
 // already handed on (the skips), in the offset commit's metadata: atomically
 // with the records. A replay takes the records at those offsets for handed
 // on and drops them, whichever process replays: the group's next owner reads
-// the metadata with the offsets (inherit). A partition takes no record while
-// its window (what it took from its commit point on) holds maxTxnWindow,
-// which keeps the metadata within Kafka's offset.metadata.max.bytes (4096 by
-// default): runs of offsets as varints, about two bytes a run.
+// the metadata with the offsets (inherit). A partition that holds a record
+// in memory takes no record while its window (what it took from its commit
+// point on) holds maxTxnWindow, which keeps the metadata within Kafka's
+// offset.metadata.max.bytes (4096 by default): runs of offsets as varints,
+// about two bytes a run. One that holds none takes as many as its buffer
+// lets it, as before, so that a burst goes out in large transactions: the
+// records it hands on leave no skips, since the commit point passes them,
+// and a record it holds is the last of its window when held. Only a produce
+// that fails behind many handed on (a retry held) can make more skips than
+// fit: that transaction aborts and the replay takes them again.
 
-// maxTxnWindow is how many records an exactly-once partition takes from its
-// commit point on: a transaction holds at most that many of it.
+// maxTxnWindow is how many records an exactly-once partition that holds a
+// record in memory takes from its commit point on.
 const maxTxnWindow = 512
 
 // maxSkipsMeta is the longest metadata a commit sends: a partition whose

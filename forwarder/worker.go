@@ -420,9 +420,10 @@ func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 		if p.leaving {
 			continue // its callback hands on what it must (markLeaving)
 		}
-		// In exactly-once, a transaction holds at most maxTxnWindow records
-		// of a partition (txn_skips.go).
-		for len(p.queue) > 0 && (w.txn == nil || p.roomInWindow()) {
+		// In exactly-once, a partition that holds a record in memory
+		// takes maxTxnWindow from its commit point on at most
+		// (txn_skips.go).
+		for len(p.queue) > 0 && (w.txn == nil || p.waiting == 0 || p.roomInWindow()) {
 			if len(p.skips) > 0 && p.skipHead() {
 				w.drop(p.take()) // handed on before a replay
 				continue
