@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"context"
 	"strconv"
 	"testing"
 	"time"
@@ -115,4 +116,22 @@ func deliveredOnceOnTime(t *testing.T, arrived *kafkatest.Collector, due map[str
 			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
 		}
 	}
+}
+
+// sendKeyed writes to the ingress a record id due delay after its
+// timestamp, keyed by key (records of one key share a partition), and
+// returns its due time.
+func sendKeyed(t *testing.T, fx *fixture, key, id string, delay time.Duration) time.Time {
+	t.Helper()
+	rec := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte(key), Value: []byte(id), Headers: []kgo.RecordHeader{
+		{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+		{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
+		{Key: kdelay.HeaderID, Value: []byte(id)},
+	}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fx.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
+		t.Fatalf("produce %s: %v", id, err)
+	}
+	return rec.Timestamp.Truncate(time.Millisecond).Add(delay)
 }
