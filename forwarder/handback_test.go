@@ -76,15 +76,26 @@ func TestRevokeHandsHeldRecordsBack(t *testing.T) {
 	deliveredOnceOnTime(t, arrived, due)
 }
 
-// sendHeld writes n records due heldDelay from now, keyed by their ids so
-// that they spread over the ingress's partitions, and returns their due
-// times by id.
+// sendHeld writes n records due heldDelay after their timestamps, keyed by
+// their ids so that they spread over the ingress's partitions, and returns
+// their due times by id.
 func sendHeld(t *testing.T, fx *fixture, n int) map[string]time.Time {
 	t.Helper()
 	due := map[string]time.Time{}
 	for i := range n {
 		id := "held-" + strconv.Itoa(i)
-		due[id] = sendKeyed(t, fx, id, id, heldDelay)
+		rec := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte(id), Value: []byte(id), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDelay, Value: strconv.AppendInt(nil, heldDelay.Milliseconds(), 10)},
+			{Key: kdelay.HeaderID, Value: []byte(id)},
+		}}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		err := fx.cl.ProduceSync(ctx, rec).FirstErr()
+		cancel()
+		if err != nil {
+			t.Fatalf("produce %s: %v", id, err)
+		}
+		due[id] = rec.Timestamp.Truncate(time.Millisecond).Add(heldDelay)
 	}
 	return due
 }
@@ -116,22 +127,4 @@ func deliveredOnceOnTime(t *testing.T, arrived *kafkatest.Collector, due map[str
 			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
 		}
 	}
-}
-
-// sendKeyed writes to the ingress a record id due delay after its
-// timestamp, keyed by key (records of one key share a partition), and
-// returns its due time.
-func sendKeyed(t *testing.T, fx *fixture, key, id string, delay time.Duration) time.Time {
-	t.Helper()
-	rec := &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte(key), Value: []byte(id), Headers: []kgo.RecordHeader{
-		{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
-		{Key: kdelay.HeaderDelay, Value: []byte(strconv.FormatInt(delay.Milliseconds(), 10))},
-		{Key: kdelay.HeaderID, Value: []byte(id)},
-	}}
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	if err := fx.cl.ProduceSync(ctx, rec).FirstErr(); err != nil {
-		t.Fatalf("produce %s: %v", id, err)
-	}
-	return rec.Timestamp.Truncate(time.Millisecond).Add(delay)
 }
