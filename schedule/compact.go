@@ -48,7 +48,7 @@ import (
 //     so a late snapshot of a process that lost the partition (at-least-once)
 //     cannot bring it back either. A deleted schedule that never wrote an
 //     occurrence costs a snapshot too: the partition keeps one record per id
-//     ever used, as the process keeps one entry in memory.
+//     ever used, as the process keeps one slot in memory (index.go).
 //   - A record kdelay refused (invalid, or in the wrong partition) is kept
 //     as a deletion: it was never in force.
 //
@@ -60,40 +60,77 @@ import (
 const compactAfter = 1000
 
 // compaction is one under way: the snapshots are written over as many
-// steps as Batch takes.
+// steps as Batch takes, slot by slot. The slots added since it began have
+// their records after the cut.
 type compaction struct {
-	cut  int64    // the partition is read to here: every record before it is superseded once the snapshots are written
-	left []string // the schedules whose snapshot is not written yet
+	cut  int64 // the partition is read to here: every record before it is superseded once the snapshots are written
+	from int32 // the first slot whose snapshot is not written yet
+	to   int32 // the slots it snapshots end here
 }
 
-// compact adds to b, after what is due, snapshots of the partitions with
-// enough superseded records, at most max of them, and the cut of each
-// partition whose snapshots are then all in b.
-func (s *state) compact(max int, b *batch) {
+// compact adds to the plans, through get, the slots of the partitions with
+// enough superseded records to snapshot next, at most max of them, and the
+// cut of each partition whose snapshots then are all planned.
+func (s *state) compact(max int, get func(*part) *plan) {
 	if !s.cfg.Compact {
 		return
 	}
+	taken := 0
 	for _, id := range slices.Sorted(maps.Keys(s.parts)) {
 		p := s.parts[id]
 		if !p.loaded {
 			continue
 		}
 		if p.compaction == nil {
-			if p.next-p.base < 2*int64(len(p.entries))+compactAfter {
+			if p.next-p.base < 2*int64(p.x.len())+compactAfter {
 				continue
 			}
-			p.compaction = &compaction{cut: p.next, left: slices.Sorted(maps.Keys(p.entries))}
+			p.compaction = &compaction{cut: p.next, to: int32(p.x.len())}
 		}
-		for len(p.compaction.left) > 0 && b.snapshots < max {
-			e := p.entries[p.compaction.left[0]]
-			p.compaction.left = p.compaction.left[1:]
-			b.progress = append(b.progress, s.snapshot(e))
-			b.parts[p.id] = true
-			b.snapshots++
+		c := p.compaction
+		for ; c.from < c.to && taken < max; c.from++ {
+			get(p).snap = append(get(p).snap, c.from)
+			taken++
 		}
-		if len(p.compaction.left) == 0 {
-			b.cuts[p.id] = p.compaction.cut
-			p.compaction = nil
+		if c.from == c.to {
+			get(p).cut = true
+		}
+	}
+}
+
+// snapped is a slot whose snapshot a batch writes: once written, the
+// snapshot is where the slot is read back from.
+type snapped struct {
+	p *part
+	i int32
+	r *kgo.Record
+}
+
+// snapshots adds to b the snapshots pl planned, and its cut.
+func (s *state) snapshots(pl *plan, b *batch) {
+	for _, i := range pl.snap {
+		e, ok := s.entry(pl, i)
+		if !ok {
+			continue
+		}
+		r := s.snapshot(e)
+		b.progress = append(b.progress, r)
+		b.snapped = append(b.snapped, snapped{pl.p, i, r})
+		b.parts[pl.p.id] = true
+		b.snapshots++
+	}
+	if pl.cut {
+		b.cuts[pl.p.id] = pl.p.compaction.cut
+		pl.p.compaction = nil
+	}
+}
+
+// moved points each slot snapshotted by b at its snapshot, now written
+// (its offset set). A slot reloaded since is not b's.
+func (s *state) moved(b batch) {
+	for _, sn := range b.snapped {
+		if s.parts[sn.p.id] == sn.p {
+			sn.p.x.slot(sn.i).at = sn.r.Offset
 		}
 	}
 }
@@ -152,7 +189,7 @@ func (s *Scheduler) trim(ctx context.Context, cuts map[int32]int64) {
 			}
 			continue
 		}
-		s.cfg.Logger.Info("schedules_compacted", "partition", id, "records_deleted", cuts[id]-p.base, "schedules", len(p.entries))
+		s.cfg.Logger.Info("schedules_compacted", "partition", id, "records_deleted", cuts[id]-p.base, "schedules", p.x.len())
 		p.base = max(p.base, cuts[id])
 	}
 }

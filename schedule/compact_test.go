@@ -130,3 +130,62 @@ func (b *bubble) checkListed(topics kdelay.Topics, idle, gone string, start int6
 
 func first(ids map[string]int) string { return slices.Min(slices.Collect(maps.Keys(ids))) }
 func last(ids map[string]int) string  { return slices.Max(slices.Collect(maps.Keys(ids))) }
+
+// TestCompactThenReplace replaces a schedule after a compaction cut its
+// record away: the scheduler keeps no schedule in memory, and reads back
+// the one being replaced to cancel what it wrote ahead, from the snapshot
+// that copies it. The occurrence written a minute ahead is cancelled, and
+// the new schedule's are delivered.
+func TestCompactThenReplace(t *testing.T) {
+	t.Parallel()
+	for _, exactlyOnce := range []bool{false, true} {
+		t.Run(fmt.Sprintf("exactly-once=%v", exactlyOnce), func(t *testing.T) {
+			t.Parallel()
+			compactThenReplace(t, exactlyOnce)
+		})
+	}
+}
+
+func compactThenReplace(t *testing.T, exactlyOnce bool) {
+	inBubble(t, exactlyOnce, func(b *bubble) {
+		cfg := b.cfg
+		cfg.Compact = true
+		topics := cfg.WithDefaults().Topics
+		partition := placeKey(topics.Schedules(), 3)([]byte("often"))
+		minutely := sibling(t, topics, "minutely", partition)
+		b.schedule(minutely, []byte("old"), kdelay.HeaderSchedule, "0 * * * * *", kdelay.HeaderTarget, b.target)
+		b.run(cfg)
+		target := b.collect("")
+		b.schedule("often", []byte("o"), kdelay.HeaderSchedule, "@every 1s", kdelay.HeaderTarget, b.target)
+
+		// The minutely schedule's record is offset 0: a cut past it.
+		for deadline := time.Now().Add(time.Hour); ; time.Sleep(10 * time.Second) {
+			if start, _ := b.offsets(topics.Schedules(), partition); start > 0 {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("partition %d not compacted an hour after the schedules began", partition)
+			}
+		}
+		// Ten seconds into a minute: the next minute's occurrence is
+		// written, a minute ahead.
+		boundary := time.Now().Truncate(time.Minute).Add(time.Minute)
+		time.Sleep(time.Until(boundary.Add(10 * time.Second)))
+		b.schedule(minutely, []byte("new"), kdelay.HeaderSchedule, "30 * * * * *", kdelay.HeaderTarget, b.target)
+		target.Until(3*time.Minute, func(got []kafkatest.Arrival) bool { return kafkatest.Values(got)["new"] >= 2 })
+
+		ids := kafkatest.IDs(target.Arrivals())
+		cancelled := occurrence(minutely, boundary.Add(time.Minute))
+		if ids[cancelled] != 0 {
+			t.Errorf("%s delivered: the replaced schedule's occurrence written ahead was not cancelled", cancelled)
+		}
+		for _, at := range []time.Time{boundary.Add(90 * time.Second), boundary.Add(150 * time.Second)} {
+			if id := occurrence(minutely, at); ids[id] != 1 {
+				t.Errorf("%s delivered %d times, want once: the new schedule's", id, ids[id])
+			}
+		}
+		if id := occurrence(minutely, boundary); ids[id] != 1 {
+			t.Errorf("%s delivered %d times, want once: the old schedule's, before the replace", id, ids[id])
+		}
+	})
+}

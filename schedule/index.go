@@ -37,12 +37,11 @@ type slot struct {
 	written uint32 // progress.written, the latest occurrence written by any version (seconds.go)
 	pos     int32  // in the queue; -1 when not in it
 	check   uint16 // the id's hash with the second seed: with hash, 80 bits tell two ids apart
-	flags   uint8  // slotLive, slotChanged, slotNextUnknown
+	flags   uint8  // slotLive, slotNextUnknown
 }
 
 const (
 	slotLive        uint8 = 1 << iota // a schedule is in force: not deleted, not refused
-	slotChanged                       // replaced or deleted with occurrences written and not yet due
 	slotNextUnknown                   // next waits for the schedule to be read back (a progress without kdelay-progress-next)
 )
 

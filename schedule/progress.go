@@ -52,8 +52,7 @@ type progress struct {
 	// next is the writer's next occurrence to write (headerNext) as a slot
 	// keeps it (seconds.go), 0 for none; hasNext is false when the record
 	// has no such header, written by a kdelay before it: then next is not
-	// known. Both fit in what deleted leaves of its word: every entry
-	// holds a progress, and costs no more for them.
+	// known.
 	hasNext bool
 	next    uint32
 }

@@ -34,6 +34,7 @@ type Scheduler struct {
 	wakeFn   context.CancelFunc // ends the poll in progress
 	adm      *kadm.Client       // a client outside the group: topics, offsets, leaving
 	fences   *kgo.Client        // adm's client, which writes the load fences (loadEnds)
+	reader   *reader            // on adm's client: reads back what the slots name (plan.go)
 	cl       *kgo.Client
 	txn      *kgo.GroupTransactSession // nil in at-least-once
 	assigned chan struct{}             // closed at the first assignment, for tests
@@ -65,6 +66,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	s.adm, s.fences = kadm.NewClient(admCl), admCl
+	s.reader = newReader(admCl, s.cfg.Topics.Schedules(), fetchPartitionBytes)
 	n, err := ensureTopicRetrying(ctx, s.adm, &s.cfg)
 	if ctx.Err() != nil {
 		return nil // stopped before it began

@@ -1,7 +1,6 @@
 package schedule
 
 import (
-	"container/heap"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -10,27 +9,43 @@ import (
 )
 
 // state is what a Scheduler knows of the partitions of the schedules topic
-// it owns: each schedule in force, its progress, and when it next writes.
-// It does no I/O: the loop feeds it records and asks it what to write.
+// it owns: a slot per schedule id (index.go), which says what record is in
+// force, its progress and when it next writes. What a slot does not keep,
+// a schedule's value, headers and fields, stays in the topic and a step
+// reads it back (plan.go). It does no I/O: the loop feeds it records and
+// what it read back, and asks it what to write.
 type state struct {
 	cfg     *Config
 	rules   kdelay.Rules
 	parts   map[int32]*part
-	queue   queue              // entries with an occurrence to write, soonest first
-	changed map[*entry]bool    // entries replaced or deleted with occurrences written and not yet due
 	place   func([]byte) int32 // the partition a producer puts a key in; nil: any
-	inForce int                // entries live, in every partition
+	inForce int                // schedules live, in every partition
 }
 
 // part is one partition of the schedules topic, loaded once every record
 // written before it was assigned is read: only then is the last record of
 // each key, the one in force, known.
 type part struct {
-	id      int32
-	entries map[string]*entry
-	end     int64 // where loading ends; -1 until known
-	next    int64 // the offset after the last record read
-	loaded  bool
+	id     int32
+	x      *index
+	end    int64 // where loading ends; -1 until known
+	next   int64 // the offset after the last record read
+	loaded bool
+	live   int // slots in force
+
+	// changed are the slots replaced or deleted with occurrences written
+	// and not yet due, each with the at offset of the schedule that wrote
+	// them: its occurrences after now are cancelled, unless the new one
+	// has them too (handleChange). While loading, every slot whose
+	// schedule that wrote was replaced; loaded, those with some not due.
+	changed map[int32]int64
+
+	// unknown counts the slots whose next occurrence is not known: a
+	// progress record moved what they wrote without saying what they write
+	// next (kdelay-progress-next). A step reads them back (plan.go),
+	// from the slot numbered sweep on.
+	unknown int
+	sweep   int32
 
 	// base is where the records counted for compacting begin: the
 	// partition's start, or where a compaction cut it (compact.go).
@@ -38,30 +53,11 @@ type part struct {
 	compaction *compaction // nil unless one is under way
 }
 
-// entry is one schedule id.
-type entry struct {
-	id      string
-	part    int32
-	sched   kdelay.Schedule // in force when live
-	live    bool
-	version int64              // offset of the record in force, a schedule or its tombstone
-	value   []byte             // every occurrence's
-	headers []kgo.RecordHeader // the user's, on every occurrence
-	done    progress           // as written last
-	// prev is the schedule that wrote done.written, replaced or deleted
-	// since: its occurrences after now are cancelled, unless the new one
-	// has them too.
-	prev  *kdelay.Schedule
-	next  time.Time // the next occurrence to write; zero for none
-	index int       // in queue; -1 when not in it
-}
-
 func newState(cfg *Config) *state {
 	return &state{
-		cfg:     cfg,
-		rules:   kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay, LoadZone: zones()},
-		parts:   map[int32]*part{},
-		changed: map[*entry]bool{},
+		cfg:   cfg,
+		rules: kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay, LoadZone: zones()},
+		parts: map[int32]*part{},
 	}
 }
 
@@ -86,25 +82,17 @@ func zones() func(string) (*time.Location, error) {
 func (s *state) assign(ids []int32) {
 	s.revoke(ids)
 	for _, id := range ids {
-		s.parts[id] = &part{id: id, entries: map[string]*entry{}, end: -1}
+		s.parts[id] = &part{id: id, x: newIndex(), changed: map[int32]int64{}, end: -1}
 	}
 }
 
 // revoke forgets partitions.
 func (s *state) revoke(ids []int32) {
 	for _, id := range ids {
-		p, ok := s.parts[id]
-		if !ok {
-			continue
+		if p, ok := s.parts[id]; ok {
+			s.inForce -= p.live
+			delete(s.parts, id)
 		}
-		for _, e := range p.entries {
-			s.unqueue(e)
-			delete(s.changed, e)
-			if e.live {
-				s.inForce--
-			}
-		}
-		delete(s.parts, id)
 	}
 }
 
@@ -127,15 +115,24 @@ func (s *state) setEnd(id int32, start, end int64, now time.Time) {
 	}
 }
 
+// checkLoaded ends p's loading once its end is read: of the changes, only
+// those with occurrences not yet due are left to handle.
 func (s *state) checkLoaded(p *part, now time.Time) {
 	if p.loaded || p.end < 0 || p.next < p.end {
 		return
 	}
 	p.loaded = true
-	for _, e := range p.entries {
-		s.refresh(e, now)
+	for i := range p.changed {
+		if !s.pending(p.x.slot(i), now) {
+			delete(p.changed, i)
+		}
 	}
-	s.cfg.Logger.Info("schedules_loaded", "partition", p.id, "schedules", len(p.entries))
+	s.cfg.Logger.Info("schedules_loaded", "partition", p.id, "schedules", p.x.len())
+}
+
+// pending reports whether sl wrote occurrences not yet due at now.
+func (s *state) pending(sl *slot, now time.Time) bool {
+	return fromSeconds(sl.written).After(now)
 }
 
 // apply takes one record of the schedules topic.
@@ -151,7 +148,7 @@ func (s *state) apply(r *kgo.Record, now time.Time) {
 	}
 	if len(r.Key) > 0 && r.Key[0] == 0 {
 		if pr, ok := parseProgress(r); ok {
-			s.applySnapshot(p, s.entry(p, string(r.Key[1:])), r, pr, now)
+			s.applySnapshot(p, r, pr, now)
 		}
 		return
 	}
@@ -160,126 +157,118 @@ func (s *state) apply(r *kgo.Record, now time.Time) {
 			"err", "a schedule has no key; set the key to the schedule's id")
 		return
 	}
-	e := s.entry(p, string(r.Key))
-	s.applySchedule(e, r)
-	if p.loaded {
-		s.refresh(e, now)
-	}
+	i, _ := p.x.add(p.x.key(r.Key))
+	s.applySchedule(p, i, r, r.Offset, now)
 }
 
-func (s *state) entry(p *part, id string) *entry {
-	e, ok := p.entries[id]
-	if !ok {
-		e = &entry{id: id, part: p.id, version: -1, done: progress{version: -1}, index: -1}
-		p.entries[id] = e
-	}
-	return e
-}
-
-// applySnapshot takes a progress record of e, and the schedule record in
-// force that it keeps if it is a snapshot (compact.go) and that record is
-// newer than the one e has: the record it copied may be gone, and a newer
+// applySnapshot takes a progress record, and the schedule record in force
+// that it keeps if it is a snapshot (compact.go) and that record is newer
+// than the one the slot has: the record it copied may be gone, and a newer
 // one written since wins over the copy, as it would over the original.
-func (s *state) applySnapshot(p *part, e *entry, r *kgo.Record, pr progress, now time.Time) {
-	newer := pr.inForce > e.version
-	if newer {
-		s.applySchedule(e, kept(r, pr))
+func (s *state) applySnapshot(p *part, r *kgo.Record, pr progress, now time.Time) {
+	i, _ := p.x.add(p.x.key(r.Key[1:]))
+	if pr.inForce > p.x.slot(i).version {
+		s.applySchedule(p, i, kept(r, pr), r.Offset, now)
 	}
-	s.applyProgress(e, pr)
-	if newer && p.loaded {
-		s.refresh(e, now)
+	if sl := p.x.slot(i); sl.version < 0 {
+		sl.at = r.Offset // no schedule record read: where the id is read from
 	}
+	s.applyProgress(p, i, pr, now)
 }
 
-// applySchedule takes a schedule record, or its tombstone, for e.
-func (s *state) applySchedule(e *entry, r *kgo.Record) {
-	if e.live && e.version == e.done.version {
-		prev := e.sched
-		e.prev = &prev
-	}
-	if e.live {
+// applySchedule takes a schedule record, or its tombstone, for slot i; at
+// is where it is read back from: its offset, or a snapshot's that copies
+// it.
+func (s *state) applySchedule(p *part, i int32, r *kgo.Record, at int64, now time.Time) {
+	sl := p.x.slot(i)
+	if sl.flags&slotLive != 0 {
+		if sl.version == sl.doneVer {
+			if _, ok := p.changed[i]; !ok && (!p.loaded || s.pending(sl, now)) {
+				p.changed[i] = sl.at
+			}
+		}
+		sl.flags &^= slotLive
+		p.live--
 		s.inForce--
 	}
-	e.version, e.live, e.value, e.headers = r.Offset, false, nil, nil
+	s.setUnknown(p, sl, false)
+	sl.version, sl.at, sl.next = r.Offset, at, 0
+	defer p.x.fix(i)
 	if r.Value == nil {
 		return // deleted
 	}
 	if s.place != nil {
 		if want := s.place(r.Key); want != r.Partition {
-			s.cfg.Logger.Warn("schedule_misplaced", "id", e.id, "source", kdelay.Source(r.Topic, r.Partition, r.Offset), "partition_wanted", want,
+			s.cfg.Logger.Warn("schedule_misplaced", "id", string(r.Key), "source", kdelay.Source(r.Topic, r.Partition, r.Offset), "partition_wanted", want,
 				"err", "the record is not in the partition Kafka's default partitioner (murmur2) puts its key in, so another version of it could be elsewhere: write it again with that partitioner (kcat -X partitioner=murmur2_random, or kdelay schedule create)")
 			return
 		}
 	}
-	sched, user, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, s.rules)
+	sched, _, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, s.rules)
 	if err != nil {
-		s.cfg.Logger.Warn("schedule_invalid", "id", e.id, "source", kdelay.Source(r.Topic, r.Partition, r.Offset), "err", err)
+		s.cfg.Logger.Warn("schedule_invalid", "id", string(r.Key), "source", kdelay.Source(r.Topic, r.Partition, r.Offset), "err", err)
 		return
 	}
-	e.sched, e.live = sched, true
-	e.value, e.headers = detach(r.Value, user)
+	sl.flags |= slotLive
+	p.live++
 	s.inForce++
+	sl.next = nextSeconds(nextToWrite(sched, fromSeconds(sl.written), wrote(sl)))
 }
 
-// detach copies a record's value and headers into one buffer of their own:
-// as fetched, each is a slice of the whole batch the record came in, which
-// a schedule kept for its life would keep alive, and every batch of the
-// partition with it.
-func detach(value []byte, hs []kgo.RecordHeader) ([]byte, []kgo.RecordHeader) {
-	n := len(value)
-	for _, h := range hs {
-		n += len(h.Value)
-	}
-	buf := append(make([]byte, 0, n), value...)
-	value = buf[:len(value):len(value)]
-	var out []kgo.RecordHeader
-	if len(hs) > 0 {
-		out = make([]kgo.RecordHeader, len(hs))
-	}
-	for i, h := range hs {
-		out[i].Key = h.Key
-		if h.Value != nil { // a null header stays null
-			start := len(buf)
-			buf = append(buf, h.Value...)
-			out[i].Value = buf[start:len(buf):len(buf)]
-		}
-	}
-	return value, out
-}
-
-// applyProgress takes a progress record of e. Progress only moves forward:
-// a record read back after this process wrote more since, or one a
-// process that lost the partition wrote late (at-least-once), changes
+// applyProgress takes a progress record of slot i. Progress only moves
+// forward: a record read back after this process wrote more since, or one
+// a process that lost the partition wrote late (at-least-once), changes
 // nothing. Versions are offsets of one partition, so the larger is the
-// newer.
-func (s *state) applyProgress(e *entry, pr progress) {
-	e.done = pr.merge(e.done)
-	if e.done.version == e.version {
-		e.prev = nil // the change was handled
+// newer. A record that moves it changes the slot's next occurrence, which
+// it names (kdelay-progress-next) only if its writer knew this version.
+func (s *state) applyProgress(p *part, i int32, pr progress, now time.Time) {
+	sl := p.x.slot(i)
+	before := done(sl)
+	after := pr.merge(before)
+	if after == before {
+		return
+	}
+	sl.written, _ = seconds(after.written)
+	sl.doneVer, sl.count = after.version, after.count
+	if sl.doneVer == sl.version {
+		delete(p.changed, i) // the change was handled
+	}
+	if sl.flags&slotLive == 0 {
+		return
+	}
+	if pr.hasNext && pr.version == sl.version && after.written.Equal(pr.written) && after.count == pr.count {
+		s.setUnknown(p, sl, false)
+		sl.next = pr.next
+		p.x.fix(i)
+		return
+	}
+	s.setUnknown(p, sl, true)
+}
+
+// setUnknown flags sl's next occurrence as unknown, or known.
+func (s *state) setUnknown(p *part, sl *slot, unknown bool) {
+	was := sl.flags&slotNextUnknown != 0
+	switch {
+	case unknown && !was:
+		sl.flags |= slotNextUnknown
+		p.unknown++
+	case !unknown && was:
+		sl.flags &^= slotNextUnknown
+		p.unknown--
 	}
 }
 
-// refresh sets when e next writes, once its partition is loaded.
-func (s *state) refresh(e *entry, now time.Time) {
-	if e.prev != nil && e.done.written.After(now) {
-		s.changed[e] = true
-	} else {
-		e.prev = nil
-		delete(s.changed, e)
-	}
-	e.next = time.Time{}
-	if e.live {
-		e.next = nextToWrite(e.sched, e.done.written, e.wrote())
-	}
-	s.requeue(e)
+// done is sl's progress.
+func done(sl *slot) progress {
+	return progress{written: fromSeconds(sl.written), version: sl.doneVer, count: sl.count}
 }
 
-// wrote is how many occurrences e's record in force wrote.
-func (e *entry) wrote() int64 {
-	if e.done.version != e.version {
+// wrote is how many occurrences the record in force of sl wrote.
+func wrote(sl *slot) int64 {
+	if sl.doneVer != sl.version {
 		return 0
 	}
-	return e.done.count
+	return sl.count
 }
 
 // nextToWrite is the first occurrence of sched a scheduler has yet to
@@ -293,21 +282,53 @@ func nextToWrite(sched kdelay.Schedule, written time.Time, count int64) time.Tim
 	return sched.Next(later(written, sched.Start))
 }
 
-func (s *state) unqueue(e *entry) {
-	if e.index >= 0 {
-		heap.Remove(&s.queue, e.index)
-	}
+// nextSeconds is t as a slot's next keeps it: clamped into the range
+// (seconds.go), so never later than t unless t is past 2136.
+func nextSeconds(t time.Time) uint32 {
+	n, _ := seconds(t)
+	return n
 }
 
 // wake is when the next occurrence is to be written; zero when none is.
 func (s *state) wake() time.Time {
-	if len(s.changed) > 0 {
-		return time.Unix(0, 0) // now
+	var soonest uint32
+	for _, p := range s.parts {
+		if !p.loaded {
+			continue
+		}
+		if len(p.changed) > 0 || p.unknown > 0 {
+			return time.Unix(0, 0) // now
+		}
+		if h, ok := p.x.head(); ok {
+			if n := p.x.slot(h).next; soonest == 0 || n < soonest {
+				soonest = n
+			}
+		}
 	}
-	if len(s.queue) == 0 {
+	if soonest == 0 {
 		return time.Time{}
 	}
-	return s.queue[0].next.Add(-s.cfg.Lookahead)
+	return fromSeconds(soonest).Add(-s.cfg.Lookahead)
+}
+
+// soonest is the loaded partition whose queue's head is due first, and
+// its head; nil when no loaded partition has any.
+func (s *state) soonest() (*part, int32) {
+	var best *part
+	var head int32
+	for _, p := range s.parts {
+		if !p.loaded {
+			continue
+		}
+		h, ok := p.x.head()
+		if !ok {
+			continue
+		}
+		if best == nil || p.x.slot(h).next < best.x.slot(head).next || p.x.slot(h).next == best.x.slot(head).next && p.id < best.id {
+			best, head = p, h
+		}
+	}
+	return best, head
 }
 
 func later(a, b time.Time) time.Time {
@@ -315,37 +336,4 @@ func later(a, b time.Time) time.Time {
 		return a
 	}
 	return b
-}
-
-// queue is a heap of entries by their next occurrence.
-type queue []*entry
-
-func (q queue) Len() int           { return len(q) }
-func (q queue) Less(i, j int) bool { return q[i].next.Before(q[j].next) }
-func (q queue) Swap(i, j int) {
-	q[i], q[j] = q[j], q[i]
-	q[i].index, q[j].index = i, j
-}
-func (q *queue) Push(x any) {
-	e := x.(*entry)
-	e.index = len(*q)
-	*q = append(*q, e)
-}
-
-// fix puts e in its place, in the queue or not.
-func (q *queue) fix(e *entry) {
-	if e.index < 0 {
-		heap.Push(q, e)
-	} else {
-		heap.Fix(q, e.index)
-	}
-}
-
-func (q *queue) Pop() any {
-	old := *q
-	e := old[len(old)-1]
-	old[len(old)-1] = nil
-	e.index = -1
-	*q = old[:len(old)-1]
-	return e
 }

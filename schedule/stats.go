@@ -24,6 +24,11 @@ type Stats struct {
 	// delivered late: missed while no kdelay could write them (see
 	// kdelay.HeaderMissed), or written by a scheduler behind.
 	Late int64
+
+	// IndexBytes are what the scheduler holds for the schedule ids of the
+	// partitions this process owns (docs/SCHEDULES.md states the bound):
+	// their slots, hash tables and queues, as allocated.
+	IndexBytes int64
 }
 
 // Stats returns what s holds and has written now. It may be called
@@ -32,8 +37,11 @@ func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	st := Stats{Schedules: s.st.inForce, Occurrences: s.occurrences, Late: s.late}
-	if len(s.st.queue) > 0 {
-		st.Next = s.st.queue[0].next
+	for _, p := range s.st.parts {
+		st.IndexBytes += p.x.bytes()
+	}
+	if p, h := s.st.soonest(); p != nil {
+		st.Next = fromSeconds(p.x.slot(h).next)
 	}
 	return st
 }

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -23,19 +25,19 @@ func ensureTopic(ctx context.Context, adm *kadm.Client, cfg *Config) (int, error
 	ctx, cancel := context.WithTimeoutCause(ctx, 30*time.Second,
 		fmt.Errorf("%s not served within 30s: check the brokers' logs and that each partition has a leader", topic))
 	defer cancel()
-	configs := map[string]*string{"cleanup.policy": ptr("compact")}
+	configs := map[string]*string{"cleanup.policy": ptr("compact"), "min.compaction.lag.ms": ptr(minCompactionLag)}
 	resp, err := adm.CreateTopic(ctx, cfg.Partitions, cfg.ReplicationFactor, configs, topic)
 	if err == nil {
 		err = resp.Err
 	}
 	switch {
 	case errors.Is(err, kerr.TopicAlreadyExists):
-		if err := checkCompacted(ctx, adm, topic); err != nil {
+		if err := checkCompacted(ctx, adm, topic, cfg.Logger); err != nil {
 			return 0, err
 		}
 	case err != nil:
-		return 0, fmt.Errorf("create topic %s: %w; create it yourself, compacted: kafka-topics.sh --bootstrap-server <brokers> --create --topic %s --partitions %d --config cleanup.policy=compact",
-			topic, err, topic, cfg.Partitions)
+		return 0, fmt.Errorf("create topic %s: %w; create it yourself, compacted: kafka-topics.sh --bootstrap-server <brokers> --create --topic %s --partitions %d --config cleanup.policy=compact --config min.compaction.lag.ms=%s",
+			topic, err, topic, cfg.Partitions, minCompactionLag)
 	}
 	// A broker serves a topic a moment after it is created.
 	for {
@@ -103,9 +105,18 @@ func led(ps kadm.PartitionDetails) bool {
 	return true
 }
 
+// minCompactionLag keeps a replaced schedule record an hour after the
+// record that replaced it: a scheduler reads the old one back to cancel its
+// occurrences written and not yet due (handleChange), in the step after it
+// reads the replace, and Kafka's cleaner does not remove a record younger
+// than the lag. Without it the cleaner may remove it at once, and those
+// occurrences, written Lookahead (a minute) ahead at most, are delivered.
+const minCompactionLag = "3600000"
+
 // checkCompacted refuses a schedules topic that deletes records by time:
-// it would delete schedules that are still in force.
-func checkCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
+// it would delete schedules that are still in force. It warns of one that
+// may compact a replaced schedule away before its change is handled.
+func checkCompacted(ctx context.Context, adm *kadm.Client, topic string, log *slog.Logger) error {
 	rcs, err := adm.DescribeTopicConfigs(ctx, topic)
 	if err != nil {
 		return fmt.Errorf("describe configs of %s: %w", topic, err)
@@ -118,13 +129,27 @@ func checkCompacted(ctx context.Context, adm *kadm.Client, topic string) error {
 		return fmt.Errorf("describe configs of %s: %w", topic, err)
 	}
 	for _, c := range rc.Configs {
-		if c.Key == "cleanup.policy" && c.Value != nil && !slices.Equal(strings.Split(*c.Value, ","), []string{"compact"}) {
+		switch {
+		case c.Key == "cleanup.policy" && c.Value != nil && !slices.Equal(strings.Split(*c.Value, ","), []string{"compact"}):
 			return permanent{fmt.Errorf("topic %s has cleanup.policy=%s: it must only compact, or schedules still in force are deleted; "+
 				"fix: kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name %s --add-config cleanup.policy=compact",
 				topic, *c.Value, topic)}
+		case c.Key == "min.compaction.lag.ms" && c.Value != nil && shortLag(*c.Value):
+			log.Warn("schedules_compaction_lag_short", "topic", topic, "min.compaction.lag.ms", *c.Value,
+				"err", fmt.Sprintf("Kafka may compact a replaced schedule away before kdelay cancels the occurrences it wrote ahead; "+
+					"fix: kafka-configs.sh --bootstrap-server <brokers> --alter --entity-type topics --entity-name %s --add-config min.compaction.lag.ms=%s",
+					topic, minCompactionLag))
 		}
 	}
 	return nil
+}
+
+// shortLag reports whether a topic's min.compaction.lag.ms is under
+// minCompactionLag.
+func shortLag(v string) bool {
+	lag, err := strconv.ParseInt(v, 10, 64)
+	want, _ := strconv.ParseInt(minCompactionLag, 10, 64)
+	return err == nil && lag < want
 }
 
 // partitioner puts the progress of a schedule in the partition of the

@@ -88,9 +88,13 @@ func (s *Scheduler) step(ctx context.Context) error {
 	if err := s.loadEnds(ctx); err != nil {
 		return err
 	}
+	now := s.cfg.NowFunc()
 	s.mu.Lock()
-	b := s.st.due(s.cfg.NowFunc(), s.cfg.Batch)
-	s.st.compact(s.cfg.Batch, &b)
+	plans := s.st.plan(now, s.cfg.Batch)
+	s.mu.Unlock()
+	plans = s.readBack(ctx, plans)
+	s.mu.Lock()
+	b := s.st.due(now, s.cfg.Batch, plans)
 	ends := map[int32]int64{}
 	for p := range b.parts {
 		ends[p] = s.st.parts[p].next
@@ -112,6 +116,7 @@ func (s *Scheduler) step(ctx context.Context) error {
 	}
 	if written {
 		s.mu.Lock()
+		s.st.moved(b)
 		s.occurrences += int64(b.occurrences)
 		s.late += int64(b.late)
 		s.mu.Unlock()
@@ -120,6 +125,29 @@ func (s *Scheduler) step(ctx context.Context) error {
 			"schedules", len(b.progress)-b.snapshots, "snapshots", b.snapshots)
 	}
 	return nil
+}
+
+// readBack reads back what plans name, and returns those read. A
+// partition it fails to read is loaded again: the records the slots name
+// were there when it was loaded, so it changed under this process.
+func (s *Scheduler) readBack(ctx context.Context, plans []*plan) []*plan {
+	read := plans[:0]
+	for _, pl := range plans {
+		err := readBack(ctx, s.reader, pl)
+		if err == nil {
+			read = append(read, pl)
+			continue
+		}
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("schedules_read_back_failed", "partition", pl.p.id, "err", err)
+		}
+		s.mu.Lock()
+		if s.st.parts[pl.p.id] == pl.p {
+			s.reload([]int32{pl.p.id})
+		}
+		s.mu.Unlock()
+	}
+	return read
 }
 
 // write writes b at least once: the progress only once the broker has
