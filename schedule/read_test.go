@@ -87,7 +87,7 @@ func TestRead(t *testing.T) {
 			t.Skip("a transaction aborted without its marker is what kdelay's embedded broker leaves (kfake), not Kafka")
 		}
 		broker := hiddenTail(t) // beat at 0, daily at 1, the commit marker at 2, beat again at 3 without a marker
-		r := newReader(kafkatest.At(t, broker.ListenAddrs()).Client(), kdelay.Topics{}.Schedules(), fetchPartitionBytes)
+		r := newReader(kafkatest.At(t, broker.ListenAddrs()).Client(), kdelay.Topics{}.Schedules(), fetchBytes)
 		var got []*kgo.Record
 		ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 		defer cancel()

@@ -66,7 +66,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	}
 	defer admCl.Close()
 	s.adm, s.fences = kadm.NewClient(admCl), admCl
-	s.reader = newReader(admCl, s.cfg.Topics.Schedules(), fetchPartitionBytes)
+	s.reader = newReader(admCl, s.cfg.Topics.Schedules(), fetchBytes)
 	n, err := ensureTopicRetrying(ctx, s.adm, &s.cfg)
 	if ctx.Err() != nil {
 		return nil // stopped before it began

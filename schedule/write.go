@@ -55,10 +55,10 @@ func (s *Scheduler) connect() error {
 		// only delays the step.
 		kgo.ProducerLinger(0),
 		kgo.DisableClientMetrics(),
-		// A schedule is a few hundred bytes; loading a partition must not
-		// buffer franz-go's default 50 MiB per fetch.
-		kgo.FetchMaxBytes(4 << 20),
-		kgo.FetchMaxPartitionBytes(fetchPartitionBytes),
+		// Loading must not buffer franz-go's default 50 MiB a fetch,
+		// nor even 1 MiB (fetchBytes).
+		kgo.FetchMaxBytes(fetchBytes),
+		kgo.FetchMaxPartitionBytes(fetchBytes),
 	}, s.cfg.ClientOpts...)
 	if !s.cfg.ExactlyOnce {
 		cl, err := kgo.NewClient(opts...)
