@@ -48,6 +48,9 @@ var (
 	scheduleLateDesc = prometheus.NewDesc(Namespace+"_schedule_occurrences_late_total",
 		"Of kdelay_schedule_occurrences_total, those written after their time, and so delivered late: missed while no kdelay could write them (kdelay-missed: latest delivers the latest once), or written by a scheduler behind.",
 		nil, nil)
+	scheduleIndexDesc = prometheus.NewDesc(Namespace+"_schedule_index_bytes",
+		"Bytes the scheduler of this kdelay holds for the schedule ids of its partitions of the schedules topic: a slot each, its hash table and queue, as allocated (docs/SCHEDULES.md bounds it at 72 bytes a schedule id). The schedules themselves stay in the topic. Aggregate with sum.",
+		nil, nil)
 	readyDesc = prometheus.NewDesc(Namespace+"_ready",
 		"1 when /readyz would answer 200: started, every level assigned and none stuck, a broker answers; 0 otherwise.",
 		nil, nil)
@@ -61,7 +64,7 @@ func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
 		ch <- d
 	}
 	if g.s.cfg.Scheduler != nil {
-		for _, d := range []*prometheus.Desc{schedulesDesc, scheduleNextDesc, scheduleOccurrencesDesc, scheduleLateDesc} {
+		for _, d := range []*prometheus.Desc{schedulesDesc, scheduleNextDesc, scheduleOccurrencesDesc, scheduleLateDesc, scheduleIndexDesc} {
 			ch <- d
 		}
 	}
@@ -124,4 +127,5 @@ func collectSchedules(ch chan<- prometheus.Metric, st schedule.Stats) {
 	}
 	ch <- prometheus.MustNewConstMetric(scheduleOccurrencesDesc, prometheus.CounterValue, float64(st.Occurrences))
 	ch <- prometheus.MustNewConstMetric(scheduleLateDesc, prometheus.CounterValue, float64(st.Late))
+	ch <- prometheus.MustNewConstMetric(scheduleIndexDesc, prometheus.GaugeValue, float64(st.IndexBytes))
 }

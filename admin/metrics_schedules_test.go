@@ -49,6 +49,11 @@ func TestScheduleMetrics(t *testing.T) {
 	if n, _ := value(samples, "kdelay_schedule_occurrences_late_total", nil); n != 1 {
 		t.Errorf("kdelay_schedule_occurrences_late_total = %v, want 1: the latest occurrence missed since %s", n, began)
 	}
+	// One schedule id: the index's first page of slots, a table and a
+	// queue, and no more than a page.
+	if n, ok := value(samples, "kdelay_schedule_index_bytes", nil); !ok || n < 56 || n > 64<<10 {
+		t.Errorf("kdelay_schedule_index_bytes = %v (present %v), want a page of slots for one schedule id (56 to 64 KiB)", n, ok)
+	}
 	// The occurrences of the next minute are written: the next to write is
 	// a minute ahead, or a little less.
 	next, ok := value(samples, "kdelay_schedule_next_occurrence_timestamp_seconds", nil)
@@ -65,7 +70,7 @@ func TestScheduleMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"kdelay_schedules", "kdelay_schedule_next_occurrence_timestamp_seconds",
-			"kdelay_schedule_occurrences_total", "kdelay_schedule_occurrences_late_total"} {
+			"kdelay_schedule_occurrences_total", "kdelay_schedule_occurrences_late_total", "kdelay_schedule_index_bytes"} {
 			if !strings.Contains(string(text), "| `"+name+"` |") {
 				t.Errorf("docs/OPERATING.md has no row for %s", name)
 			}
