@@ -14,8 +14,8 @@ import (
 // A step reads back, before it decides what to write, the records that the
 // slots it will write for name (docs/design/schedules-at-scale.md): a
 // slot keeps where its schedule is, not what it says. plan picks the slots
-// and the offsets; the reader reads them, one sweep a partition; decide
-// (due.go) takes what was read. The loop is alone with the state between
+// and the offsets; the reader reads them, one sweep a partition; due
+// (due.go) decides from what was read. The loop is alone with the state between
 // the two (the group's callbacks run while it polls), so the slots planned
 // are still there when it decides.
 
@@ -41,7 +41,9 @@ func (pl *plan) offsets() []int64 {
 	}
 	for _, list := range [][]int32{pl.changed, pl.due, pl.unknown, pl.snap} {
 		for _, i := range list {
-			out = append(out, pl.p.x.slot(i).at)
+			if at := pl.p.x.slot(i).at; at >= 0 { // -1: no record read, none to read back
+				out = append(out, at)
+			}
 		}
 	}
 	slices.Sort(out)
@@ -154,8 +156,8 @@ func (s *state) entry(pl *plan, i int32) (e *entry, ok bool) {
 // parse reads a record read back: a schedule record, or a progress record
 // (a snapshot, or the progress alone). It returns the schedule's id, and
 // the schedule record, what it says and the user's headers if it is a
-// schedule, r nil if not: a tombstone, a progress alone, or one the rules refuse now (they
-// changed since it was applied: it writes nothing more).
+// schedule, r nil if not: a tombstone, a progress alone, or one the rules
+// refuse now (they changed since it was applied: it writes nothing more).
 func (s *state) parse(r *kgo.Record) (id string, sched kdelay.Schedule, user []kgo.RecordHeader, _ *kgo.Record) {
 	if len(r.Key) > 0 && r.Key[0] == 0 {
 		id = string(r.Key[1:])
