@@ -1,6 +1,8 @@
 package console
 
 import (
+	"context"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"net/url"
@@ -132,5 +134,41 @@ func TestSchedulesReadOnly(t *testing.T) {
 	}
 	if _, page := f.get("/schedules"); scheduleRow(page, "schedules", "hourly") == "" {
 		t.Errorf("hourly is gone after a refused delete:\n%s", page)
+	}
+}
+
+// TestSchedulesPages: the page lists the first schedules by id, and a link
+// to those after the last it lists; the count is of all of them. The
+// console runs inside kdelay serve, so a page holds a page of schedules,
+// not all.
+func TestSchedulesPages(t *testing.T) {
+	t.Parallel()
+	f := setup(t, false)
+	rules := f.fleet.Config().Rules()
+	const n = schedulesPerPage + 1
+	var rs []*kgo.Record
+	for i := range n {
+		r, _, err := schedule.Record(rules, fmt.Sprintf("s%04d", i), kdelay.ScheduleFields{Spec: "@daily", Target: f.target}, []byte("v"), nil, f.now)
+		if err != nil {
+			t.Fatal(err)
+		}
+		rs = append(rs, r)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if err := f.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		t.Fatalf("write %d schedules: %v", n, err)
+	}
+
+	_, page := f.get("/schedules")
+	last := fmt.Sprintf("s%04d", n-2)
+	if !strings.Contains(page, fmt.Sprintf("%d schedules in force.", n)) || scheduleRow(page, "schedules", last) == "" ||
+		scheduleRow(page, "schedules", fmt.Sprintf("s%04d", n-1)) != "" || !strings.Contains(page, `<a href="schedules?after=`+last+`">Next page</a>`) {
+		t.Fatalf("the first page:\n%s\nwant %d counted, s0000 to %s listed, and a link to those after %s", page, n, last, last)
+	}
+	_, page = f.get("/schedules?after=" + last)
+	if scheduleRow(page, "schedules", fmt.Sprintf("s%04d", n-1)) == "" || scheduleRow(page, "schedules", last) != "" || strings.Contains(page, "Next page") ||
+		!strings.Contains(page, `<a href="schedules">First page</a>`) {
+		t.Errorf("the page after %s:\n%s\nwant the last schedule alone, a link to the first page and none further", last, page)
 	}
 }

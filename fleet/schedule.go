@@ -24,13 +24,34 @@ func (f *Fleet) ListSchedules(ctx context.Context) ([]schedule.Listed, error) {
 	}
 	defer cl.Close()
 	ls, err := schedule.List(ctx, cl, f.cfg.Rules())
+	return ls, f.scheduleErr(err)
+}
+
+// ScanSchedules reads the schedules topic to its end, as ListSchedules
+// does, and calls fn with each schedule in force and each record kdelay
+// refuses, in no order, holding a slot per schedule id rather than every
+// schedule (schedule.Scan): what a long-running process, such as the web
+// console inside kdelay serve, reads them with.
+func (f *Fleet) ScanSchedules(ctx context.Context, fn func(schedule.Listed)) error {
+	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
+	defer cancel()
+	cl, err := f.cfg.client(schedule.ListOpts(f.cfg.Topics)...)
+	if err != nil {
+		return err
+	}
+	defer cl.Close()
+	return f.scheduleErr(schedule.Scan(ctx, cl, f.cfg.Rules(), fn))
+}
+
+// scheduleErr says what a failed read of the schedules topic means.
+func (f *Fleet) scheduleErr(err error) error {
 	switch topic := f.cfg.Topics.Schedules(); {
 	case errors.Is(err, kerr.UnknownTopicOrPartition):
-		return nil, &MissingTopicError{Topic: topic, Brokers: f.cfg.Brokers}
+		return &MissingTopicError{Topic: topic, Brokers: f.cfg.Brokers}
 	case errors.Is(err, context.DeadlineExceeded):
-		return nil, fmt.Errorf("read %s: not to its end within %s: check that the brokers serve it", topic, statusTimeout)
+		return fmt.Errorf("read %s: not to its end within %s: check that the brokers serve it", topic, statusTimeout)
 	}
-	return ls, err
+	return err
 }
 
 // DeleteSchedule writes the tombstone of schedule id, the record kdelay

@@ -51,23 +51,23 @@ func (f *Fleet) Schedules(ctx context.Context, now time.Time) ScheduleStatus {
 		st.Problem = fmt.Sprintf("topic %s does not exist: kdelay serve creates it once it is ready", st.Topic)
 		return st
 	}
-	ls, err := f.ListSchedules(ctx)
-	if err != nil {
-		st.Problem = fmt.Sprintf("read %s: %v", st.Topic, err)
-		return st
-	}
-	for _, l := range ls {
+	err = f.ScanSchedules(ctx, func(l schedule.Listed) {
 		if l.Err != nil {
 			st.Refused++
-			continue
+			return
 		}
 		st.Schedules++
 		if l.Overdue(now) {
 			st.Overdue++
 		}
-		if next := l.Next(now); !next.IsZero() && (st.Next == nil || next.Before(*st.Next)) {
+		// Of two due at once, the first id: the same answer in any order.
+		if next := l.Next(now); !next.IsZero() && (st.Next == nil || next.Before(*st.Next) || next.Equal(*st.Next) && l.ID < st.NextID) {
 			st.Next, st.NextID = &next, l.ID
 		}
+	})
+	if err != nil {
+		return ScheduleStatus{Topic: st.Topic, Group: st.Group, Members: st.Members, State: st.State,
+			Problem: fmt.Sprintf("read %s: %v", st.Topic, err)}
 	}
 	return st
 }

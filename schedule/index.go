@@ -37,12 +37,13 @@ type slot struct {
 	written uint32 // progress.written, the latest occurrence written by any version (seconds.go)
 	pos     int32  // in the queue; -1 when not in it
 	check   uint16 // the id's hash with the second seed: with hash, 80 bits tell two ids apart
-	flags   uint8  // slotLive, slotNextUnknown
+	flags   uint8  // slotLive, slotNextUnknown, slotDeleted
 }
 
 const (
 	slotLive        uint8 = 1 << iota // a schedule is in force: not deleted, not refused
 	slotNextUnknown                   // next waits for the schedule to be read back (a progress without kdelay-progress-next)
+	slotDeleted                       // the record in force is a tombstone: not live, and not refused either
 )
 
 // pageSlots is how many slots a page holds: 56 KiB, a whole number of the

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
+	"maps"
 	"slices"
 	"strings"
 	"time"
@@ -62,12 +64,35 @@ func ListOpts(topics kdelay.Topics) []kgo.Opt {
 		// committed.
 		kgo.FetchIsolationLevel(kgo.ReadUncommitted()),
 		kgo.KeepControlRecords(),
+		// Not franz-go's 50 MiB a fetch: schedules compress well, and a
+		// fetch decoded costs many times its bytes (fetchBytes).
+		kgo.FetchMaxBytes(fetchBytes),
+		kgo.FetchMaxPartitionBytes(fetchBytes),
 	}
 }
 
 // List reads the schedules topic to its end with cl, a client made with
-// ListOpts, and returns the schedules in force, sorted by id.
+// ListOpts, and returns the schedules in force, and the records kdelay
+// refuses (Listed.Err), sorted by id. It holds every one in memory: Scan
+// holds a slot per id.
 func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, error) {
+	var out []Listed
+	err := Scan(ctx, cl, rules, func(l Listed) { out = append(out, l) })
+	if err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Listed) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// Scan reads the schedules topic to its end with cl, a client made with
+// ListOpts, and calls fn with each schedule in force and each record kdelay
+// refuses (Listed.Err), in no order. It keeps what the scheduler keeps, a
+// slot per schedule id (index.go), and reads the topic twice to the end it
+// found first: to learn each id's record in force and progress, then to
+// pass on those records. So a million schedules cost it what they cost the
+// scheduler, not a Listed each.
+func Scan(ctx context.Context, cl *kgo.Client, rules kdelay.Rules, fn func(Listed)) error {
 	topic := rules.Topics.Schedules()
 	adm := kadm.NewClient(cl)
 	// A partition trimmed to its end (compact.go) starts where it ends, and
@@ -81,27 +106,73 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 		err = ends.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read where %s starts and ends: %w", topic, err)
+		return fmt.Errorf("read where %s starts and ends: %w", topic, err)
 	}
 	left := map[int32]int64{}
+	var ids []int32
 	ends.Each(func(o kadm.ListedOffset) {
+		ids = append(ids, o.Partition)
 		if start, _ := starts.Lookup(o.Topic, o.Partition); o.Offset > start.Offset {
 			left[o.Partition] = o.Offset
 		}
 	})
-	l := listing{byID: map[string]*Listed{}, version: map[string]int64{}, done: map[string]progress{}}
+	cfg := Config{Topics: rules.Topics, MaxDelay: rules.MaxDelay, Logger: slog.New(slog.DiscardHandler)}
+	st := newState(&cfg)
+	if rules.LoadZone == nil {
+		rules.LoadZone = st.rules.LoadZone
+	}
+	st.rules = rules
+	st.assign(ids)
+	now := time.Now()
+	if err := readCommitted(ctx, cl, topic, maps.Clone(left), func(r *kgo.Record) { st.apply(r, now) }); err != nil {
+		return err
+	}
+	// Again from the start: kgo drops what it fetched past the end.
+	offsets := map[int32]kgo.EpochOffset{}
+	for p := range left {
+		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+	}
+	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: offsets})
+	return readCommitted(ctx, cl, topic, left, func(r *kgo.Record) {
+		p, ok := st.parts[r.Partition]
+		if !ok || r.Attrs.IsControl() || len(r.Key) == 0 {
+			return
+		}
+		id := r.Key
+		if id[0] == 0 {
+			id = id[1:]
+		}
+		i, ok := p.x.find(p.x.key(id))
+		if !ok {
+			return
+		}
+		// The record each id's slot names: its record in force, or the
+		// snapshot that copies it; none for a deleted one.
+		if sl := p.x.slot(i); sl.at == r.Offset && sl.version >= 0 && sl.flags&slotDeleted == 0 {
+			fn(listed(st, sl, r))
+		}
+	})
+}
+
+// readCommitted reads the partitions of topic in left to their ends
+// (left's values) with cl, and passes fn the records a read_committed
+// reader would see (committed): a transaction's at its commit marker.
+func readCommitted(ctx context.Context, cl *kgo.Client, topic string, left map[int32]int64, fn func(*kgo.Record)) error {
 	txns := map[int32]*committed{}
-	apply := func(r *kgo.Record) { l.add(r, rules) }
 	for len(left) > 0 {
 		fetches := cl.PollFetches(ctx)
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		if err := fetches.Err0(); err != nil {
-			return nil, fmt.Errorf("read %s: %w", topic, err)
+			return fmt.Errorf("read %s: %w", topic, err)
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if end, ok := left[r.Partition]; ok && r.Offset+1 >= end {
+			end, ok := left[r.Partition]
+			if !ok {
+				return // read to its end already
+			}
+			if r.Offset+1 >= end {
 				delete(left, r.Partition)
 			}
 			c, ok := txns[r.Partition]
@@ -109,67 +180,23 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 				c = &committed{}
 				txns[r.Partition] = c
 			}
-			c.take(r, apply)
+			c.take(r, fn)
 		})
 	}
-	var out []Listed
-	for id, listed := range l.byID {
-		done := l.done[id]
-		listed.Written = done.written
-		if done.version == listed.Offset {
-			listed.Count = done.count
-		}
-		out = append(out, *listed)
-	}
-	slices.SortFunc(out, func(a, b Listed) int { return strings.Compare(a.ID, b.ID) })
-	return out, nil
+	return nil
 }
 
-// listing is what List has read so far.
-type listing struct {
-	byID    map[string]*Listed
-	version map[string]int64    // the offset of each id's record in force, a schedule or its tombstone
-	done    map[string]progress // each id's, merged as the scheduler merges it
-}
-
-// add takes one record, as the scheduler does (state.apply): a snapshot's
-// copy of a schedule record counts as that record, if it is newer than the
-// one read.
-func (l *listing) add(r *kgo.Record, rules kdelay.Rules) {
-	switch {
-	case r.Attrs.IsControl() || len(r.Key) == 0:
-	case r.Key[0] == 0:
-		p, ok := parseProgress(r)
-		if !ok {
-			return
-		}
-		id := string(r.Key[1:])
-		done, ok := l.done[id]
-		if !ok {
-			done.version = -1
-		}
-		l.done[id] = p.merge(done)
-		if v, read := l.version[id]; p.inForce >= 0 && (!read || p.inForce > v) {
-			l.schedule(kept(r, p), rules)
-		}
-	default:
-		l.schedule(r, rules)
+// listed is what slot sl and its record in force r, read back, say.
+func listed(st *state, sl *slot, r *kgo.Record) Listed {
+	if len(r.Key) > 0 && r.Key[0] == 0 { // a snapshot: the copy it keeps
+		pr, _ := parseProgress(r)
+		r = kept(r, pr)
 	}
-}
-
-// schedule takes a schedule record or its tombstone, unless a newer one of
-// its id was taken: a transaction's records come at its commit marker, after
-// records written later outside it.
-func (l *listing) schedule(r *kgo.Record, rules kdelay.Rules) {
-	id := string(r.Key)
-	if v, read := l.version[id]; read && v > r.Offset {
-		return
+	s, _, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, st.rules)
+	l := Listed{ID: string(r.Key), Schedule: s, Err: err, Value: slices.Clone(r.Value), Partition: r.Partition,
+		Offset: r.Offset, Written: fromSeconds(sl.written)}
+	if sl.doneVer == sl.version {
+		l.Count = sl.count
 	}
-	l.version[id] = r.Offset
-	if r.Value == nil {
-		delete(l.byID, id)
-		return
-	}
-	s, _, err := kdelay.ParseSchedule(r.Timestamp, r.Key, r.Headers, rules)
-	l.byID[id] = &Listed{ID: id, Schedule: s, Err: err, Value: r.Value, Partition: r.Partition, Offset: r.Offset}
+	return l
 }

@@ -112,3 +112,53 @@ func TestDetach(t *testing.T) {
 		t.Errorf("detach gave value %q, headers %+v; want value, a=a, null null, empty empty and not null, none changed with the batch", value, got)
 	}
 }
+
+// TestScanMemory lists schedules with Scan, as kdelay status and the web
+// console (inside kdelay serve) do: while it passes on the last, it holds
+// what the scheduler holds for each, a slot, and a fixed amount beside (the
+// fetches in flight), not the schedules it passed on. List, which sorts
+// them, holds each.
+//
+// Not parallel: the heap is the process's.
+func TestScanMemory(t *testing.T) {
+	const n = 50_000
+	const fixed = 8 << 20 // two fetches decoded, and the client's own
+	cluster := kafkatest.New(t)
+	name := kafkatest.Name(t)
+	cluster.DeleteOnCleanup(name)
+	topics := kdelay.Topics{Prefix: name}
+	writeSchedules(t, cluster, topics, n)
+	cl, err := kgo.NewClient(append(ListOpts(topics), kgo.SeedBrokers(cluster.Brokers...))...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+
+	var before, during runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	seen := 0
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err = Scan(ctx, cl, kdelay.Rules{Topics: topics, MaxDelay: kdelay.DefaultMaxDelay}, func(l Listed) {
+		if l.Err != nil || l.Schedule.Target != "memory-target" || len(l.Value) != 100 {
+			t.Errorf("listed %s: %+v (%v), want the daily schedule to memory-target with its 100-byte value", l.ID, l.Schedule, l.Err)
+		}
+		if seen++; seen == n {
+			runtime.GC()
+			runtime.ReadMemStats(&during)
+		}
+	})
+	if err != nil {
+		t.Fatalf("Scan: %v", err)
+	}
+	if seen != n {
+		t.Fatalf("Scan passed on %d schedules, want %d", seen, n)
+	}
+	held := int64(during.HeapAlloc) - int64(before.HeapAlloc)
+	t.Logf("Scan of %d schedules held %d bytes of live heap at the last: %.0f bytes a schedule", n, held, float64(held)/n)
+	if limit := int64(maxScheduleBytes*n + fixed); held > limit {
+		t.Errorf("Scan held %d bytes of live heap passing on the last of %d schedules, more than %d (%d a schedule and %d beside)",
+			held, n, limit, maxScheduleBytes, fixed)
+	}
+}

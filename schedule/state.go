@@ -181,6 +181,12 @@ func (s *state) applySnapshot(p *part, r *kgo.Record, pr progress, now time.Time
 // it.
 func (s *state) applySchedule(p *part, i int32, r *kgo.Record, at int64, now time.Time) {
 	sl := p.x.slot(i)
+	if sl.version >= 0 && r.Offset <= sl.version {
+		// Older than the record in force: List passes a transaction's
+		// records on at its commit marker, after records written later
+		// outside it (list_txn.go). A consumer's come in offset order.
+		return
+	}
 	if sl.flags&slotLive != 0 {
 		if sl.version == sl.doneVer {
 			if _, ok := p.changed[i]; !ok && (!p.loaded || s.pending(sl, now)) {
@@ -193,9 +199,11 @@ func (s *state) applySchedule(p *part, i int32, r *kgo.Record, at int64, now tim
 	}
 	s.setUnknown(p, sl, false)
 	sl.version, sl.at, sl.next = r.Offset, at, 0
+	sl.flags &^= slotDeleted
 	defer p.x.fix(i)
 	if r.Value == nil {
-		return // deleted
+		sl.flags |= slotDeleted
+		return
 	}
 	if s.place != nil {
 		if want := s.place(r.Key); want != r.Partition {

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -52,16 +54,19 @@ func newScheduleShow() *cobra.Command {
 		Short: "Show the recurring schedule ID and its next occurrences",
 		Args:  usageArgs(cobra.ExactArgs(1)),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			ls, err := listSchedules(cmd)
+			var found *schedule.Listed
+			err := scanSchedules(cmd, func(l schedule.Listed) {
+				if l.ID == args[0] {
+					found = &l
+				}
+			})
 			if err != nil {
 				return err
 			}
-			for _, l := range ls {
-				if l.ID == args[0] {
-					return show(cmd.OutOrStdout(), l)
-				}
+			if found == nil {
+				return fmt.Errorf("no schedule %s in force: kdelay schedule list shows those that are", args[0])
 			}
-			return fmt.Errorf("no schedule %s in force: kdelay schedule list shows those that are", args[0])
+			return show(cmd.OutOrStdout(), *found)
 		},
 	}
 	config.AddClientFlags(cmd.Flags())
@@ -94,23 +99,33 @@ func when(t time.Time) string {
 	return t.UTC().Format(time.RFC3339)
 }
 
-// listSchedules reads the schedules in force.
+// listSchedules reads the schedules in force, and those refused, sorted by
+// id.
 func listSchedules(cmd *cobra.Command) ([]schedule.Listed, error) {
+	var ls []schedule.Listed
+	err := scanSchedules(cmd, func(l schedule.Listed) { ls = append(ls, l) })
+	slices.SortFunc(ls, func(a, b schedule.Listed) int { return strings.Compare(a.ID, b.ID) })
+	return ls, err
+}
+
+// scanSchedules calls fn with each schedule in force and each refused, in
+// no order (schedule.Scan).
+func scanSchedules(cmd *cobra.Command, fn func(schedule.Listed)) error {
 	cfg, err := config.Load(cmd.Flags(), os.Environ())
 	if err != nil {
-		return nil, usageError{err}
+		return usageError{err}
 	}
 	rules := scheduleRules(cfg)
 	cl, err := connect(cmd.Context(), cfg, schedule.ListOpts(rules.Topics)...)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer cl.Close()
 	ctx, cancel := context.WithTimeout(cmd.Context(), listTimeout)
 	defer cancel()
-	ls, err := schedule.List(ctx, cl, rules)
+	err = schedule.Scan(ctx, cl, rules, fn)
 	if errors.Is(err, context.DeadlineExceeded) {
-		return nil, fmt.Errorf("read %s: not to its end within %s: check that the broker serves it (kdelay serve creates it)", rules.Topics.Schedules(), listTimeout)
+		return fmt.Errorf("read %s: not to its end within %s: check that the broker serves it (kdelay serve creates it)", rules.Topics.Schedules(), listTimeout)
 	}
-	return ls, err
+	return err
 }
