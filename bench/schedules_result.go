@@ -7,6 +7,8 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // SchedulesReport is what Schedules measured: plain data, which
@@ -36,6 +38,12 @@ type SchedulesReport struct {
 	PeakRSS   int64 `json:"peak_rss_bytes"`
 	Shared    bool  `json:"shared,omitempty"`
 
+	// IndexBytes is what the scheduler held for the schedule ids once
+	// they were in force (kdelay_schedule_index_bytes), read with
+	// RSSLoaded; -1 if unread. Partitions are the schedules topic's.
+	IndexBytes int64 `json:"index_bytes"`
+	Partitions int   `json:"partitions"`
+
 	// Occurrences are the timed schedules' occurrences due from Warmup
 	// into the timed span to its end; Warm, those due before, judged
 	// for loss and earliness only; Floor, a plain timer's record produced
@@ -48,7 +56,7 @@ type SchedulesReport struct {
 func newSchedulesReport(cfg *SchedulesConfig) *SchedulesReport {
 	return &SchedulesReport{
 		ServeRun: newServeRun(brokerName(cfg.Brokers), cfg.Runner, cfg.Delivery, cfg.ServeFlags), Schedules: cfg.Schedules, Timed: cfg.Timed, Every: cfg.Every, For: cfg.For,
-		Warmup: cfg.Warmup, RSSEmpty: -1, RSSLoaded: -1, PeakRSS: -1,
+		Warmup: cfg.Warmup, RSSEmpty: -1, RSSLoaded: -1, PeakRSS: -1, IndexBytes: -1,
 	}
 }
 
@@ -61,11 +69,17 @@ func (r *SchedulesReport) PerSchedule() float64 {
 	return float64(r.RSSLoaded-r.RSSEmpty) / float64(r.Schedules)
 }
 
+// IndexMet reports whether the scheduler's index held no more than the
+// bound docs/SCHEDULES.md states (schedule.MaxIndexBytes); true if unread.
+func (r *SchedulesReport) IndexMet() bool {
+	return r.IndexBytes < 0 || r.IndexBytes <= schedule.MaxIndexBytes(r.Schedules, r.Partitions)
+}
+
 // Met reports whether every occurrence due within the run arrived, none
-// early.
+// early, and the index held within its bound.
 func (r *SchedulesReport) Met() bool {
 	return r.Occurrences.Sent > 0 && r.Occurrences.Lost == 0 && r.Warm.Lost == 0 &&
-		r.Occurrences.Early == 0 && r.Warm.Early == 0
+		r.Occurrences.Early == 0 && r.Warm.Early == 0 && r.IndexMet()
 }
 
 // WriteSchedulesTable writes the report for a reader.
@@ -82,6 +96,14 @@ func WriteSchedulesTable(w io.Writer, r *SchedulesReport) error {
 	}
 	fmt.Fprintf(w, "kdelay serve RSS%s: %s MiB with no schedule, %s MiB with %d (%.0f bytes a schedule), peak %s MiB\n",
 		shared, mib(r.RSSEmpty), mib(r.RSSLoaded), r.Schedules, r.PerSchedule(), mib(r.PeakRSS))
+	if r.IndexBytes >= 0 {
+		verdict := "within"
+		if !r.IndexMet() {
+			verdict = "OVER"
+		}
+		fmt.Fprintf(w, "scheduler's index: %s MiB, %.1f bytes a schedule, %s the bound of 72 a schedule and a page a partition (%d partitions)\n",
+			mib(r.IndexBytes), float64(r.IndexBytes)/float64(max(r.Schedules, 1)), verdict, r.Partitions)
+	}
 	fmt.Fprintf(w, "%d schedules @every %s timed for %s; lateness of the occurrences due from %s in, beside the floor (a timer and one produce at each occurrence's time)\n\n",
 		r.Timed, r.Every, r.For, r.Warmup)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)

@@ -15,8 +15,12 @@ import (
 	"github.com/kdelay/kdelay/schedule"
 )
 
-// schedulesMetric is the schedules in force in kdelay serve's /metrics.
-const schedulesMetric = "kdelay_schedules"
+// schedulesMetric is the schedules in force in kdelay serve's /metrics,
+// indexMetric what its scheduler holds for them.
+const (
+	schedulesMetric = "kdelay_schedules"
+	indexMetric     = "kdelay_schedule_index_bytes"
+)
 
 // schedulesRun is one run of Schedules: a soak's kdelay serve, broker and
 // reader of the target, without a soak's load.
@@ -72,6 +76,9 @@ func (r *schedulesRun) run(ctx context.Context, rep *SchedulesReport) error {
 		return err
 	}
 	rep.RSSLoaded = s.in.Usage().RSS
+	if err := r.readIndex(ctx, rep, rules.Topics.Schedules()); err != nil {
+		return err
+	}
 
 	fmt.Fprintf(progress, "schedules: timing %d schedules @every %s for %s\n", cfg.Timed, cfg.Every, cfg.For)
 	end, err := r.writeTimed(ctx, rules)
@@ -200,6 +207,27 @@ func (r *schedulesRun) inForce(ctx context.Context) (int, error) {
 	}
 	m, err := readMetrics(ctx, r.soak.http, r.soak.serve.admin, []string{schedulesMetric})
 	return int(m[schedulesMetric]), err
+}
+
+// readIndex reads what serve's scheduler holds for the schedules, and the
+// partitions of the schedules topic they are in.
+func (r *schedulesRun) readIndex(ctx context.Context, rep *SchedulesReport, topic string) error {
+	md, err := r.soak.c.adm.Metadata(ctx, topic)
+	if err != nil {
+		return fmt.Errorf("read the partitions of %s: %w", topic, err)
+	}
+	rep.Partitions = len(md.Topics[topic].Partitions)
+	if r.sched != nil {
+		rep.IndexBytes = r.sched.Stats().IndexBytes
+		return nil
+	}
+	// A kdelay serve from before the index has no such metric: the run
+	// goes on, the index unread (-1), as one compared against it must.
+	m, _ := readMetrics(ctx, r.soak.http, r.soak.serve.admin, []string{indexMetric})
+	if v, ok := m[indexMetric]; ok {
+		rep.IndexBytes = int64(v)
+	}
+	return nil
 }
 
 // writeTimed writes the timed schedules, @every Every, and expects each of

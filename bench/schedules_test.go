@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/kdelay/kdelay/schedule"
 )
 
 // TestSchedules runs a small schedules workload on an in-process kfake
@@ -48,6 +50,16 @@ func TestSchedules(t *testing.T) {
 		if !rep.Shared || rep.RSSEmpty <= 0 || rep.RSSLoaded <= 0 || rep.PeakRSS < rep.RSSLoaded || rep.Write <= 0 || rep.Load <= 0 {
 			t.Errorf("shared %v, RSS empty %d, loaded %d, peak %d, write %s, load %s: want all read, the peak at least the loaded",
 				rep.Shared, rep.RSSEmpty, rep.RSSLoaded, rep.PeakRSS, rep.Write, rep.Load)
+		}
+	})
+	t.Run("the scheduler's index read, within its bound", func(t *testing.T) {
+		if rep.IndexBytes <= 0 || rep.Partitions != 2 || !rep.IndexMet() {
+			t.Errorf("index %d bytes over %d partitions (met %v): want it read, 2 partitions, within the bound", rep.IndexBytes, rep.Partitions, rep.IndexMet())
+		}
+		over := *rep
+		over.IndexBytes = schedule.MaxIndexBytes(over.Schedules, over.Partitions) + 1
+		if over.IndexMet() || over.Met() {
+			t.Errorf("an index a byte over its bound: IndexMet %v, Met %v; want both false", over.IndexMet(), over.Met())
 		}
 	})
 	t.Run("table and JSON", func(t *testing.T) {

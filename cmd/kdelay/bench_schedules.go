@@ -35,10 +35,12 @@ target at its time, read by the same consumer. Occurrences due within --warmup c
 loss and earliness only.
 
 Prints the memory (with no schedule, with them, per schedule, and the peak, the
-kernel's high-water mark read every --interval and at exit), how long writing and
-loading took, and the lateness of the occurrences and of the floor. Fails when an
-occurrence due within the run is lost or early. The default, 1,000,000 schedules, takes
-about 2 minutes on the embedded broker and a GiB of memory; --schedules 100000 takes one.`,
+kernel's high-water mark read every --interval and at exit), what the scheduler's
+index holds (kdelay_schedule_index_bytes), how long writing and loading took, and the
+lateness of the occurrences and of the floor. Fails when an occurrence due within the
+run is lost or early, or the index holds more than 72 bytes a schedule and a page a
+partition. The default, 1,000,000 schedules, takes about 2 minutes on the embedded
+broker and a GiB of memory; --schedules 100000 takes one.`,
 		Example: `  kdelay bench schedules --json schedules.json | tee schedules.txt
   kdelay bench schedules --schedules 100000 --timed 100 --for 30s`,
 		Args: usageArgs(cobra.NoArgs),
