@@ -32,6 +32,9 @@ type batch struct {
 // them as written: if writing fails, the partitions are loaded again.
 func (s *state) due(now time.Time, max int, plans []*plan) batch {
 	b := batch{parts: map[int32]bool{}, cuts: map[int32]int64{}}
+	// A partition revoked or reloaded since it was planned is not the
+	// plan's: what was read back of it is another's now.
+	plans = slices.DeleteFunc(plans, func(pl *plan) bool { return s.parts[pl.p.id] != pl.p })
 	for _, pl := range plans {
 		for _, i := range pl.changed {
 			s.handleChange(pl, i, now, &b)

@@ -88,3 +88,28 @@ func btoi(b bool) int {
 	}
 	return 0
 }
+
+// TestDueSkipsAPartitionGoneSincePlanned: a partition revoked or reloaded
+// between a step's plan and its decision is not decided for (the group's
+// callbacks may run while the step reads back), and nothing is written
+// for it.
+func TestDueSkipsAPartitionGoneSincePlanned(t *testing.T) {
+	t.Parallel()
+	s, p := loadedState(t)
+	start := time.Date(2026, 3, 29, 0, 0, 0, 0, time.UTC)
+	r, _, err := Record(kdelay.Rules{MaxDelay: kdelay.DefaultMaxDelay}, "hourly", kdelay.ScheduleFields{Spec: "@hourly", Target: "t"}, []byte("v"), nil, start)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s.apply(r, start)
+	now := start.Add(time.Hour)
+	plans := s.plan(now, 10)
+	if len(plans) != 1 || plans[0].p != p || len(plans[0].due) != 1 {
+		t.Fatalf("plans %+v, want partition 0 with the hourly schedule due", plans)
+	}
+	plans[0].read = map[int64]*kgo.Record{r.Offset: r}
+	s.revoke([]int32{0})
+	if b := s.due(now, 10, plans); len(b.records)+len(b.progress) != 0 || len(b.parts) != 0 {
+		t.Errorf("decided %d records and %d progress for partitions %v revoked since planned, want nothing", len(b.records), len(b.progress), b.parts)
+	}
+}
