@@ -88,10 +88,11 @@ func List(ctx context.Context, cl *kgo.Client, rules kdelay.Rules) ([]Listed, er
 // Scan reads the schedules topic to its end with cl, a client made with
 // ListOpts, and calls fn with each schedule in force and each record kdelay
 // refuses (Listed.Err), in no order. It keeps what the scheduler keeps, a
-// slot per schedule id (index.go), and reads the topic twice to the end it
-// found first: to learn each id's record in force and progress, then to
-// pass on those records. So a million schedules cost it what they cost the
-// scheduler, not a Listed each.
+// slot per schedule id (index.go), of one partition at a time, and reads
+// each partition twice to the end it found first: to learn each id's
+// record in force and progress, then to pass on those records. So a
+// million schedules cost it a slot each of the largest partition's, not a
+// Listed each. It pauses cl's fetches of the partitions it is not reading.
 func Scan(ctx context.Context, cl *kgo.Client, rules kdelay.Rules, fn func(Listed)) error {
 	topic := rules.Topics.Schedules()
 	adm := kadm.NewClient(cl)
@@ -117,32 +118,47 @@ func Scan(ctx context.Context, cl *kgo.Client, rules kdelay.Rules, fn func(Liste
 		}
 	})
 	cfg := Config{Topics: rules.Topics, MaxDelay: rules.MaxDelay, Logger: slog.New(slog.DiscardHandler)}
-	st := newState(&cfg)
 	if rules.LoadZone == nil {
-		rules.LoadZone = st.rules.LoadZone
+		rules.LoadZone = zones()
 	}
-	st.rules = rules
-	st.assign(ids)
+	// One partition at a time, so that what Scan holds is the index of one
+	// (a sixth of it all on the default six): the web console scans inside
+	// kdelay serve, beside the scheduler's own index.
+	all := map[string][]int32{topic: ids}
+	for _, id := range slices.Sorted(maps.Keys(left)) {
+		cl.PauseFetchPartitions(all)
+		cl.ResumeFetchPartitions(map[string][]int32{topic: {id}})
+		st := newState(&cfg)
+		st.rules = rules
+		st.assign([]int32{id})
+		if err := scanPartition(ctx, cl, topic, st, id, left[id], fn); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// scanPartition reads partition id of topic to end twice with cl: into
+// st's index, then to pass fn each record the index says is in force.
+func scanPartition(ctx context.Context, cl *kgo.Client, topic string, st *state, id int32, end int64, fn func(Listed)) error {
+	// From the start each time: kgo drops what it fetched before.
+	fromStart := map[string]map[int32]kgo.EpochOffset{topic: {id: {Epoch: -1, Offset: 0}}}
 	now := time.Now()
-	if err := readCommitted(ctx, cl, topic, maps.Clone(left), func(r *kgo.Record) { st.apply(r, now) }); err != nil {
+	cl.SetOffsets(fromStart)
+	if err := readCommitted(ctx, cl, topic, map[int32]int64{id: end}, func(r *kgo.Record) { st.apply(r, now) }); err != nil {
 		return err
 	}
-	// Again from the start: kgo drops what it fetched past the end.
-	offsets := map[int32]kgo.EpochOffset{}
-	for p := range left {
-		offsets[p] = kgo.EpochOffset{Epoch: -1, Offset: 0}
-	}
-	cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{topic: offsets})
-	return readCommitted(ctx, cl, topic, left, func(r *kgo.Record) {
-		p, ok := st.parts[r.Partition]
-		if !ok || r.Attrs.IsControl() || len(r.Key) == 0 {
+	cl.SetOffsets(fromStart)
+	p := st.parts[id]
+	return readCommitted(ctx, cl, topic, map[int32]int64{id: end}, func(r *kgo.Record) {
+		if r.Attrs.IsControl() || len(r.Key) == 0 {
 			return
 		}
-		id := r.Key
-		if id[0] == 0 {
-			id = id[1:]
+		key := r.Key
+		if key[0] == 0 {
+			key = key[1:]
 		}
-		i, ok := p.x.find(p.x.key(id))
+		i, ok := p.x.find(p.x.key(key))
 		if !ok {
 			return
 		}
