@@ -54,12 +54,16 @@ const pageSlots = 1024
 // slotBytes is a slot's size, which the bound in SCHEDULES.md counts.
 const slotBytes = int(unsafe.Sizeof(slot{}))
 
+// boundBytes is what docs/SCHEDULES.md bounds a schedule id at: its slot
+// and its share of the table and queue.
+const boundBytes = 72
+
 // MaxIndexBytes is the bound docs/SCHEDULES.md states for what a scheduler
-// holds for n schedule ids spread over partitions partitions: 72 bytes an
+// holds for n schedule ids spread over partitions partitions: boundBytes an
 // id, and at most a page of slots unused in each partition with the least
 // its table and queue start with. What kdelay_schedule_index_bytes may say.
 func MaxIndexBytes(n, partitions int) int64 {
-	return 72*int64(n) + int64(partitions)*(pageSlots*int64(slotBytes)+8*4+8*4)
+	return boundBytes*int64(n) + int64(partitions)*(pageSlots*int64(slotBytes)+8*4+8*4)
 }
 
 // key is an id's two hashes. Two ids of one partition share both with a

@@ -162,7 +162,7 @@ func drain(x *index) []int32 {
 
 // maxIndexBytes is what the index may hold for each schedule id: the bound
 // SCHEDULES.md states for a process's scheduler.
-const maxIndexBytes = 72
+const maxIndexBytes = boundBytes
 
 // TestIndexMemory: a million schedule ids, each queued, cost at most 72
 // bytes of live heap each, and bytes, which kdelay_schedule_index_bytes

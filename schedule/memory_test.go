@@ -21,7 +21,7 @@ import (
 // an occurrence is written. A million schedules cost a million times this
 // (docs/SCHEDULES.md states the bound). Until the index, a schedule here
 // cost 650 to 680 bytes: its value, headers and parsed spec in memory.
-const maxScheduleBytes = 72
+const maxScheduleBytes = boundBytes
 
 // TestScheduleMemory loads schedules from the schedules topic, as a
 // process that takes its partitions does, and holds the live heap each one
