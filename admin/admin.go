@@ -59,6 +59,7 @@ type Forwarder interface {
 	Waiting() string
 	Levels() []forwarder.LevelState
 	Commands() forwarder.CommandStats
+	RecordBudget() int64
 }
 
 // Scheduler is what the listener reads of a *schedule.Scheduler.

@@ -27,6 +27,9 @@ var (
 	borrowedDesc = prometheus.NewDesc(Namespace+"_buffer_borrowed_bytes",
 		"Of kdelay_buffered_bytes, what the level holds beyond its reserve, borrowed from the pool its forwarders share.",
 		[]string{"level"}, nil)
+	budgetDesc = prometheus.NewDesc(Namespace+"_buffer_budget_bytes",
+		"What the records this kdelay holds may count in all now: max-buffered-bytes less what the scheduler's index holds (kdelay_schedule_index_bytes), at least 256 KiB a level.",
+		nil, nil)
 	commandsLiveDesc = prometheus.NewDesc(Namespace+"_commands_live",
 		"Commands (cancel, reschedule, run-now) this kdelay keeps in memory: those written within the largest level plus retention-headroom. Every kdelay reads them all: aggregate with max.",
 		nil, nil)
@@ -60,7 +63,7 @@ var (
 type gauges struct{ s *Server }
 
 func (g *gauges) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, stuckDesc, commandsLiveDesc, commandsDesc, readyDesc} {
+	for _, d := range []*prometheus.Desc{pendingDesc, oldestDueDesc, pausedDesc, bufferedDesc, borrowedDesc, budgetDesc, stuckDesc, commandsLiveDesc, commandsDesc, readyDesc} {
 		ch <- d
 	}
 	if g.s.cfg.Scheduler != nil {
@@ -89,6 +92,7 @@ func (g *gauges) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(stuckDesc, prometheus.GaugeValue, stuck, l.Level, l.StuckReason)
 	}
+	ch <- prometheus.MustNewConstMetric(budgetDesc, prometheus.GaugeValue, float64(s.cfg.Forwarder.RecordBudget()))
 	cs := s.cfg.Forwarder.Commands()
 	ch <- prometheus.MustNewConstMetric(commandsLiveDesc, prometheus.GaugeValue, float64(cs.Live))
 	for result, n := range map[string]int64{"read": cs.Read, "invalid": cs.Invalid, "matched": cs.Matched, "unmatched": cs.Unmatched} {

@@ -10,6 +10,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // TestScheduleMetrics runs a scheduler beside the forwarder and reads its
@@ -54,6 +55,12 @@ func TestScheduleMetrics(t *testing.T) {
 	if n, ok := value(samples, "kdelay_schedule_index_bytes", nil); !ok || n < 56 || n > 64<<10 {
 		t.Errorf("kdelay_schedule_index_bytes = %v (present %v), want a page of slots for one schedule id (56 to 64 KiB)", n, ok)
 	}
+	// max-buffered-bytes covers the index too: the records get the rest.
+	index, _ := value(samples, "kdelay_schedule_index_bytes", nil)
+	if n, ok := value(samples, "kdelay_buffer_budget_bytes", nil); !ok || n != float64(forwarder.DefaultMaxBufferedBytes)-index {
+		t.Errorf("kdelay_buffer_budget_bytes = %v (present %v), want max-buffered-bytes %d less the index's %v",
+			n, ok, forwarder.DefaultMaxBufferedBytes, index)
+	}
 	// The occurrences of the next minute are written: the next to write is
 	// a minute ahead, or a little less.
 	next, ok := value(samples, "kdelay_schedule_next_occurrence_timestamp_seconds", nil)
@@ -70,7 +77,8 @@ func TestScheduleMetrics(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, name := range []string{"kdelay_schedules", "kdelay_schedule_next_occurrence_timestamp_seconds",
-			"kdelay_schedule_occurrences_total", "kdelay_schedule_occurrences_late_total", "kdelay_schedule_index_bytes"} {
+			"kdelay_schedule_occurrences_total", "kdelay_schedule_occurrences_late_total", "kdelay_schedule_index_bytes",
+			"kdelay_buffer_budget_bytes"} {
 			if !strings.Contains(string(text), "| `"+name+"` |") {
 				t.Errorf("docs/OPERATING.md has no row for %s", name)
 			}

@@ -66,18 +66,22 @@ func build(t *testing.T, tweak func(*forwarder.Config), scheduled bool) *fixture
 	if tweak != nil {
 		tweak(&fcfg)
 	}
-	f, err := forwarder.New(fcfg)
-	if err != nil {
-		t.Fatalf("forwarder.New: %v", err)
-	}
-	cfg := Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers}
 	var sched *schedule.Scheduler
 	if scheduled {
+		var err error
 		sched, err = schedule.New(schedule.Config{Brokers: cluster.Brokers, Topics: fcfg.Topics, Group: name, InstanceID: name,
 			Partitions: 2, ShutdownTimeout: 2 * time.Second})
 		if err != nil {
 			t.Fatalf("schedule.New: %v", err)
 		}
+		fcfg.SharedBytes = sched.IndexBytes // as kdelay serve does
+	}
+	f, err := forwarder.New(fcfg)
+	if err != nil {
+		t.Fatalf("forwarder.New: %v", err)
+	}
+	cfg := Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers}
+	if scheduled {
 		cfg.Scheduler = sched
 	}
 	srv, err := New(cfg)

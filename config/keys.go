@@ -61,7 +61,7 @@ func keys() []key {
 		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "the tick of poll mode; exact mode wakes when a head is due or a record arrives"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
 		{"max-buffered-bytes", kindSize, units.BytesSize(float64(forwarder.DefaultMaxBufferedBytes)),
-			"bytes of records kdelay holds in memory, half reserved equally by the ingress and each level, a quarter lent to those whose records are due, a quarter left for the garbage collector; a burst beyond that is delivered at the broker's pace"},
+			"bytes of records kdelay holds in memory, with the schedules' index: half reserved equally by the ingress and each level, a quarter lent to those whose records are due, a quarter left for the garbage collector; a burst beyond that is delivered at the broker's pace"},
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),
 			"longest delay accepted (the default is " + days(kdelay.DefaultMaxDelay) + "); longer ones go to the dead-letter topic"},
 		{"delivery-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultDeliveryTimeout), "how long a record may keep failing with a retryable error before it goes to the dead-letter topic with the last error"},

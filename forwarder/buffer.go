@@ -30,11 +30,13 @@ func recordSize(r *kgo.Record) int64 {
 // revoked). Only the loop and the rebalance callbacks touch it, under
 // worker.mu.
 type buffer struct {
-	limit int64       // the worker's reserve: what it may hold without borrowing (pool.go)
-	bytes int64       // held now
-	full  bool        // fetching is paused until bytes falls to limit/2 or the pool drains
-	idle  bool        // the whole topic is paused too (pauseIdle)
-	pool  *bufferPool // borrowed from beyond limit; nil outside a Forwarder
+	limit  int64       // the worker's reserve: what it may hold without borrowing (pool.go)
+	whole  int64       // the reserve while nothing is held beside the records, limit being it scaled (pool.scale); 0 keeps limit
+	joined bool        // the pool counts limit among the reserves (join)
+	bytes  int64       // held now
+	full   bool        // fetching is paused until bytes falls to limit/2 or the pool drains
+	idle   bool        // the whole topic is paused too (pauseIdle)
+	pool   *bufferPool // borrowed from beyond limit; nil outside a Forwarder
 
 	counted int64 // bytes the pool counts for this worker
 	lent    int64 // of them, beyond limit
@@ -72,6 +74,7 @@ func (b *buffer) settle() {
 func (b *buffer) join() {
 	if b.pool != nil {
 		b.pool.reserves.Add(b.limit)
+		b.joined = true
 	}
 }
 
@@ -81,17 +84,32 @@ func (b *buffer) detach() {
 	if b.pool != nil {
 		b.pool.count(-b.counted, -b.lent, -(b.counted - b.lent))
 		b.pool.reserves.Add(-b.limit)
-		b.counted, b.lent = 0, 0
+		b.counted, b.lent, b.joined = 0, 0, false
 	}
 }
 
-// update sets full once bytes reach the limit and the worker may not borrow
-// beyond it, and clears it once they fall to half the limit, or once a
-// worker that may borrow finds room in the pool for one of its fetches:
-// resuming with room for a whole fetch lets it arrive before the next
-// pause, rather than pausing and resuming on every acknowledgement. borrow
+// resize follows the reserve to what the memory held beside the records
+// leaves of the budget (pool.go, "Memory held beside the records").
+func (b *buffer) resize() {
+	if b.whole == 0 {
+		return
+	}
+	limit := b.pool.scale(b.whole)
+	if b.joined {
+		b.pool.reserves.Add(limit - b.limit)
+	}
+	b.limit = limit
+}
+
+// update follows the reserve to the budget (resize), sets full once bytes
+// reach the limit and the worker may not borrow beyond it, and clears it
+// once they fall to half the limit, or once a worker that may borrow finds
+// room in the pool for one of its fetches: resuming with room for a whole
+// fetch lets it arrive before the next pause, rather than pausing and
+// resuming on every acknowledgement. borrow
 // says the worker may borrow (mayBorrow). It reports whether full changed.
 func (b *buffer) update(borrow bool) bool {
+	b.resize()
 	b.settle()
 	switch {
 	case !b.full && b.bytes >= b.limit && !(borrow && b.pool.room(b.lent)):

@@ -20,6 +20,20 @@ import (
 // held more than MaxBufferedBytes plus one fetch per partition.
 func TestBurstIsBounded(t *testing.T) {
 	t.Parallel()
+	burstIsBounded(t, 0)
+}
+
+// TestBurstBesideTheIndex is TestBurstIsBounded beside an index that holds
+// half of MaxBufferedBytes (Config.SharedBytes, the scheduler's in kdelay
+// serve): the records get the other half, and still move the burst.
+func TestBurstBesideTheIndex(t *testing.T) {
+	t.Parallel()
+	burstIsBounded(t, 1<<20)
+}
+
+// burstIsBounded runs TestBurstIsBounded beside shared bytes that
+// MaxBufferedBytes covers too.
+func burstIsBounded(t *testing.T, shared int64) {
 	fx := setup(t, []string{"5s"})
 	const (
 		n     = 20_000
@@ -28,6 +42,8 @@ func TestBurstIsBounded(t *testing.T) {
 	)
 	cfg := fx.cfg
 	cfg.MaxBufferedBytes = 2 * share
+	cfg.SharedBytes = func() int64 { return shared }
+	budget := cfg.MaxBufferedBytes - shared // what records may hold
 	arrived := fx.cluster.Collect(fx.target)
 	f, _ := fx.start(cfg)
 	// Kafka never splits a batch, so a fetch is at least one of the
@@ -94,8 +110,8 @@ func TestBurstIsBounded(t *testing.T) {
 			continue
 		}
 		// Every record it held was due, so it borrowed from the pool
-		// (half of MaxBufferedBytes) beyond its reserve (half its share).
-		if reserve := int64(share / 2); peak <= reserve {
+		// (half of the budget) beyond its reserve (half its share of it).
+		if reserve := int64(share/2) * budget / cfg.MaxBufferedBytes; peak <= reserve {
 			t.Errorf("%s: held up to %d bytes of a burst all due, want more than its reserve %d: it borrows from the pool", w.source, peak, reserve)
 		}
 		t.Logf("%s held up to %d bytes of records (share %d, one fetch %d); the last record arrived %s after due",
@@ -103,9 +119,12 @@ func TestBurstIsBounded(t *testing.T) {
 	}
 	// A partition that holds nothing may fetch while the buffer is full: at
 	// most one fetch per partition beyond the bound.
-	if peak, limit := f.pool.peak.Load(), cfg.MaxBufferedBytes+int64(cfg.Partitions)*fetch; peak > limit {
-		t.Errorf("the forwarders held up to %d bytes of records at once, want at most max-buffered-bytes %d plus one fetch (%d) per partition (%d)",
-			peak, cfg.MaxBufferedBytes, fetch, cfg.Partitions)
+	if peak, limit := f.pool.peak.Load(), budget+int64(cfg.Partitions)*fetch; peak > limit {
+		t.Errorf("the forwarders held up to %d bytes of records at once, want at most max-buffered-bytes %d less %d held beside, plus one fetch (%d) per partition (%d)",
+			peak, cfg.MaxBufferedBytes, shared, fetch, cfg.Partitions)
+	}
+	if got := f.RecordBudget(); got != budget {
+		t.Errorf("RecordBudget %d, want max-buffered-bytes %d less %d held beside", got, cfg.MaxBufferedBytes, shared)
 	}
 }
 

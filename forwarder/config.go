@@ -193,8 +193,9 @@ type Config struct {
 	// that a forwarder borrows from for records due within the smallest
 	// level, while what it holds for later (due after that, or being
 	// retried) fits in its reserve, and gives back as the broker
-	// acknowledges them; the last quarter is never filled, headroom for
-	// Go's garbage collector. While more than half the pool is lent, a
+	// acknowledges them; half of what the reserves leave unused is lent
+	// beside it, and the last quarter is filled only while a forwarder
+	// whose reserve was lent fills it. While more than half the pool is lent, a
 	// paused partition of a forwarder that borrows resumes 250ms, not
 	// FetchMaxWait, before its last buffered record is due, so
 	// memory goes to the records due soonest. A forwarder that may hold no
@@ -203,8 +204,17 @@ type Config struct {
 	// by one fetch per partition. A burst larger than that is delivered at
 	// the pace of the broker's acknowledgements,
 	// and its last records leave later than they would if it were all in
-	// memory. Default DefaultMaxBufferedBytes, 64 MiB.
+	// memory. It covers SharedBytes too. Default DefaultMaxBufferedBytes,
+	// 64 MiB.
 	MaxBufferedBytes int64
+
+	// SharedBytes, if set, reports memory the process holds beside the
+	// Forwarder that MaxBufferedBytes covers too: kdelay serve's scheduler
+	// index (schedule.Scheduler.IndexBytes). The reserves and the pool
+	// shrink in proportion to it, records keeping at least 256 KiB a
+	// forwarder. Every forwarder calls it on each turn of its loop: it must
+	// be cheap and safe to call concurrently. Default nil: nothing beside.
+	SharedBytes func() int64
 
 	// MaxDelay is the longest delay accepted; longer ones are dead-lettered.
 	// Default kdelay.DefaultMaxDelay, 400 days.

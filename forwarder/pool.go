@@ -51,6 +51,17 @@ import "sync/atomic"
 // quarter and half the reserves add up to all of it, and each forwarder may
 // exceed what it was allowed by the fetch that found it full, as before.
 // While no reserve that was lent is filled, they add up to three quarters.
+//
+// Memory held beside the records: MaxBufferedBytes covers what
+// Config.SharedBytes reports too, the index of serve's scheduler (under 72
+// bytes a schedule, docs/SCHEDULES.md). The reserves and the quarter shrink
+// in proportion, so records and index together stay within the bound (a
+// million schedules and a busy forwarder, in the default 128 MiB container).
+// Records keep at least minBufferShare a forwarder, as the smallest
+// MaxBufferedBytes allowed, so an index larger than the bound leaves every
+// forwarder fetching, slowly. The shares follow the index as it changes: a
+// forwarder whose reserve shrank below what it holds is full until it has
+// handed enough on, as after a burst.
 
 // bufferPool is what forwarders borrow from beyond their reserves, shared by
 // every forwarder of a Forwarder: the quarter of MaxBufferedBytes, and half
@@ -59,6 +70,9 @@ import "sync/atomic"
 // locked.
 type bufferPool struct {
 	limit    int64        // the quarter: what may be borrowed beside the unused reserves, and what one forwarder may borrow
+	budget   int64        // MaxBufferedBytes; 0 shares nothing (shared unused)
+	least    int64        // what records keep however large shared is: minBufferShare a forwarder
+	shared   func() int64 // bytes held beside the records that budget covers too: Config.SharedBytes; nil if none
 	lent     atomic.Int64 // bytes held beyond the forwarders' reserves now
 	held     atomic.Int64 // bytes all forwarders hold now
 	reserves atomic.Int64 // the reserves of the forwarders running
@@ -68,8 +82,24 @@ type bufferPool struct {
 
 // newBufferPool makes the pool cfg's forwarders borrow from.
 func newBufferPool(cfg *Config) *bufferPool {
-	return &bufferPool{limit: cfg.MaxBufferedBytes / 4}
+	return &bufferPool{limit: cfg.MaxBufferedBytes / 4, budget: cfg.MaxBufferedBytes,
+		least: int64(len(cfg.stages())) * minBufferShare, shared: cfg.SharedBytes}
 }
+
+// scale is n, a part of the budget, shrunk in proportion to what the
+// memory held beside the records takes of it (see "Memory held beside the
+// records"): n itself while nothing is.
+func (p *bufferPool) scale(n int64) int64 {
+	if p == nil || p.shared == nil || p.budget <= 0 {
+		return n
+	}
+	records := min(max(p.budget-p.shared(), p.least), p.budget)
+	return n * records / p.budget
+}
+
+// quarter is what may be borrowed beside the unused reserves, and what one
+// forwarder may borrow: the quarter of the records' part of the budget.
+func (p *bufferPool) quarter() int64 { return p.scale(p.limit) }
 
 // count adds held bytes held by a forwarder, lent of them beyond its reserve
 // and within of them within it.
@@ -88,14 +118,14 @@ func (p *bufferPool) count(held, lent, within int64) {
 // lendable is what may be lent in all now: the quarter, and half of what
 // the reserves leave unused.
 func (p *bufferPool) lendable() int64 {
-	return p.limit + max(p.reserves.Load()-p.within.Load(), 0)/2
+	return p.quarter() + max(p.reserves.Load()-p.within.Load(), 0)/2
 }
 
 // room reports whether a forwarder that has borrowed lent may borrow more:
 // while the pool has some, and it has borrowed less than the quarter. A nil
 // pool (a worker outside a Forwarder) lends nothing.
 func (p *bufferPool) room(lent int64) bool {
-	return p != nil && p.lent.Load() < p.lendable() && lent < p.limit
+	return p != nil && p.lent.Load() < p.lendable() && lent < p.quarter()
 }
 
 // drained reports whether borrowers have given back enough of the pool for
@@ -106,7 +136,7 @@ func (p *bufferPool) room(lent int64) bool {
 // 2026-11-25: under a steady load borrowers hold records up to the smallest
 // level, so every level paused at once until half of them were handed on.
 func (p *bufferPool) drained(fetch, lent int64) bool {
-	return p != nil && p.lent.Load() <= refill(p.lendable(), fetch) && lent <= refill(p.limit, fetch)
+	return p != nil && p.lent.Load() <= refill(p.lendable(), fetch) && lent <= refill(p.quarter(), fetch)
 }
 
 // refill is what may be lent, of limit, when a forwarder whose fetches
@@ -121,5 +151,10 @@ func (p *bufferPool) pressed() bool { return p != nil && p.lent.Load() > p.lenda
 // toDrain is how many bytes a forwarder that has borrowed lent must see
 // given back before drained(fetch, lent).
 func (p *bufferPool) toDrain(fetch, lent int64) int64 {
-	return max(p.lent.Load()-refill(p.lendable(), fetch), lent-refill(p.limit, fetch))
+	return max(p.lent.Load()-refill(p.lendable(), fetch), lent-refill(p.quarter(), fetch))
 }
+
+// RecordBudget is what the forwarders' records may hold now: MaxBufferedBytes
+// less what Config.SharedBytes reports, at least 256 KiB a forwarder (see
+// "Memory held beside the records").
+func (f *Forwarder) RecordBudget() int64 { return f.pool.scale(f.pool.budget) }

@@ -1,6 +1,10 @@
 package forwarder
 
-import "testing"
+import (
+	"fmt"
+	"sync/atomic"
+	"testing"
+)
 
 // TestPoolLending checks how forwarders share MaxBufferedBytes: each may
 // always fill its reserve; beyond it, only one whose records are all on
@@ -14,15 +18,7 @@ func TestPoolLending(t *testing.T) {
 		p := &bufferPool{limit: 200}
 		return p, &buffer{limit: reserve, pool: p}, &buffer{limit: reserve, pool: p}
 	}
-	// fill fetches into b until it is full, as the loop does: a fetch
-	// arrives only while it is not.
-	fill := func(b *buffer, borrow bool) {
-		for i := 0; i < 100 && !b.full; i++ {
-			b.add(fetch)
-			b.fetch = fetch
-			b.update(borrow)
-		}
-	}
+	fill := func(b *buffer, borrow bool) { fillBuffer(b, fetch, borrow) }
 
 	t.Run("records all due borrow the pool", func(t *testing.T) {
 		t.Parallel()
@@ -122,13 +118,7 @@ func TestPoolLendsUnusedReserves(t *testing.T) {
 		}
 		return p, bs
 	}
-	fill := func(b *buffer, borrow bool) {
-		for i := 0; i < 100 && !b.full; i++ {
-			b.add(fetch)
-			b.fetch = fetch
-			b.update(borrow)
-		}
-	}
+	fill := func(b *buffer, borrow bool) { fillBuffer(b, fetch, borrow) }
 
 	t.Run("busy forwarders borrow what idle ones leave", func(t *testing.T) {
 		t.Parallel()
@@ -179,4 +169,116 @@ func TestPoolLendsUnusedReserves(t *testing.T) {
 			t.Errorf("lendable %d after an idle forwarder stopped, want %d: half its reserve less", got, want)
 		}
 	})
+}
+
+// TestPoolSharesTheBudget checks that MaxBufferedBytes covers what the
+// process holds beside the records (Config.SharedBytes: the scheduler's
+// index): the reserves and the quarter shrink in proportion, so records and
+// index together stay within the budget beyond a fetch a forwarder, as the
+// index grows under records already held too; and records keep their least
+// share however large the index.
+func TestPoolSharesTheBudget(t *testing.T) {
+	t.Parallel()
+	const (
+		reserve, fetch int64 = 100, 30
+		stages               = 8
+		budget               = 4 * stages * reserve / 2
+		least                = stages * 20
+	)
+	setup := func(shared *atomic.Int64) (*bufferPool, []*buffer) {
+		p := &bufferPool{limit: budget / 4, budget: budget, least: least, shared: shared.Load}
+		bs := make([]*buffer, stages)
+		for i := range bs {
+			bs[i] = &buffer{limit: reserve, whole: reserve, pool: p}
+			bs[i].join()
+		}
+		return p, bs
+	}
+	fill := func(b *buffer, borrow bool) { fillBuffer(b, fetch, borrow) }
+	// fillAll fills two forwarders that borrow, then every other one's
+	// reserve: the most the pool lets them hold at once.
+	fillAll := func(bs []*buffer) {
+		fill(bs[0], true)
+		fill(bs[1], true)
+		for _, b := range bs[2:] {
+			fill(b, false)
+		}
+	}
+
+	for _, index := range []int64{0, budget / 4, budget / 2, 3 * budget / 4} {
+		t.Run(fmt.Sprintf("records and an index of %d stay within the budget", index), func(t *testing.T) {
+			t.Parallel()
+			var shared atomic.Int64
+			shared.Store(index)
+			p, bs := setup(&shared)
+			fillAll(bs)
+			if peak, most := p.peak.Load(), budget-index+stages*fetch; peak > most {
+				t.Errorf("records held %d at once beside an index of %d, want at most the budget %d less the index, plus a fetch each: %d",
+					peak, index, budget, most)
+			}
+			if want := reserve * (budget - index) / budget; bs[5].limit != want {
+				t.Errorf("a reserve is %d beside an index of %d, want %d", bs[5].limit, index, want)
+			}
+			if index == 0 && p.lent.Load() <= p.limit {
+				t.Errorf("with no index the busy ones borrowed %d, want more than the quarter %d, as before", p.lent.Load(), p.limit)
+			}
+		})
+	}
+	t.Run("an index that grows under records held shrinks what is lent", func(t *testing.T) {
+		t.Parallel()
+		var shared atomic.Int64
+		p, bs := setup(&shared)
+		fillAll(bs)
+		shared.Store(budget / 2)
+		for _, b := range bs {
+			b.release(b.bytes / 2)
+			b.update(b == bs[0] || b == bs[1])
+		}
+		for _, b := range bs {
+			if !b.full && b.bytes >= b.limit && b.lent > 0 {
+				t.Errorf("a forwarder holds %d, %d of it lent, past its reserve %d and not full", b.bytes, b.lent, b.limit)
+			}
+		}
+		var reserves int64
+		for _, b := range bs {
+			reserves += b.limit
+		}
+		if got := p.reserves.Load(); got != reserves {
+			t.Errorf("the pool counts %d of reserves, want the reserves as they shrank: %d", got, reserves)
+		}
+		for _, b := range bs {
+			b.release(b.bytes)
+			b.update(true)
+		}
+		fillAll(bs)
+		if lent, most := p.lent.Load(), p.quarter()+(p.reserves.Load())/2+stages*fetch; lent > most {
+			t.Errorf("lent %d once refilled beside the grown index, want at most the shrunk quarter and half the shrunk reserves plus a fetch each: %d", lent, most)
+		}
+		if peak := p.held.Load(); peak > budget/2+stages*fetch {
+			t.Errorf("records hold %d once refilled beside an index of half the budget, want at most %d plus a fetch each", peak, budget/2)
+		}
+	})
+	t.Run("records keep their least share beside an index past the budget", func(t *testing.T) {
+		t.Parallel()
+		var shared atomic.Int64
+		shared.Store(2 * budget)
+		p, bs := setup(&shared)
+		fillAll(bs)
+		if want := reserve * least / budget; bs[3].limit != want || bs[3].bytes < want {
+			t.Errorf("a reserve is %d, holding %d, beside an index twice the budget, want %d: the least share's", bs[3].limit, bs[3].bytes, want)
+		}
+		if held, most := p.held.Load(), least+stages*fetch; held > most {
+			t.Errorf("records hold %d, want at most the least share %d plus a fetch each", held, least)
+		}
+	})
+}
+
+// fillBuffer fetches fetch bytes at a time into b until it is full, as the
+// loop does: a fetch arrives only while it is not.
+func fillBuffer(b *buffer, fetch int64, borrow bool) {
+	for i := 0; i < 100 && !b.full; i++ {
+		b.add(fetch)
+		b.fetch = fetch
+		b.update(borrow)
+	}
 }

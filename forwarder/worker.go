@@ -183,7 +183,7 @@ func makeWorker(cfg *Config, s stage, owners *owners) *worker {
 		parts:      map[int32]*partition{},
 		owners:     owners,
 		side:       newPartition(-1, 0),
-		buf:        buffer{limit: cfg.bufferReserve()},
+		buf:        buffer{limit: cfg.bufferReserve(), whole: cfg.bufferReserve()},
 		retries:    map[retryKey]retryState{},
 		wakeCh:     make(chan struct{}, 1),
 	}

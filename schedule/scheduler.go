@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -40,6 +41,8 @@ type Scheduler struct {
 	assigned chan struct{}             // closed at the first assignment, for tests
 
 	occurrences, late int64 // written, for Stats; guarded by mu
+
+	index atomic.Int64 // what st's index holds, for IndexBytes: set under mu by noteIndex
 }
 
 // New checks cfg and returns a Scheduler; nothing connects until Run.
@@ -165,6 +168,7 @@ func (s *Scheduler) poll(ctx context.Context) error {
 	})
 	now = s.cfg.NowFunc()
 	fetches.EachRecord(func(r *kgo.Record) { s.st.apply(r, now) })
+	s.noteIndex()
 	return fenced
 }
 
@@ -184,6 +188,7 @@ func (s *Scheduler) onAssigned(_ context.Context, _ *kgo.Client, got map[string]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.assign(got[s.cfg.Topics.Schedules()])
+	s.noteIndex()
 	select {
 	case <-s.assigned:
 	default:
@@ -198,6 +203,7 @@ func (s *Scheduler) onRevoked(_ context.Context, _ *kgo.Client, lost map[string]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.revoke(lost[s.cfg.Topics.Schedules()])
+	s.noteIndex()
 }
 
 // fromStart reads every partition assigned from its start: what is in

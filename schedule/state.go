@@ -345,3 +345,12 @@ func later(a, b time.Time) time.Time {
 	}
 	return b
 }
+
+// indexBytes is what the partitions' indexes hold (index.bytes).
+func (st *state) indexBytes() int64 {
+	var n int64
+	for _, p := range st.parts {
+		n += p.x.bytes()
+	}
+	return n
+}

@@ -36,12 +36,18 @@ type Stats struct {
 func (s *Scheduler) Stats() Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	st := Stats{Schedules: s.st.inForce, Occurrences: s.occurrences, Late: s.late}
-	for _, p := range s.st.parts {
-		st.IndexBytes += p.x.bytes()
-	}
+	st := Stats{Schedules: s.st.inForce, Occurrences: s.occurrences, Late: s.late, IndexBytes: s.st.indexBytes()}
 	if p, h := s.st.soonest(); p != nil {
 		st.Next = fromSeconds(p.x.slot(h).next)
 	}
 	return st
 }
+
+// IndexBytes is Stats().IndexBytes as the scheduler last changed its index,
+// read without waiting for the scheduler: the forwarder's
+// Config.SharedBytes, which every forwarder calls on each turn of its loop.
+func (s *Scheduler) IndexBytes() int64 { return s.index.Load() }
+
+// noteIndex keeps IndexBytes up to date after the index changed. mu must be
+// held.
+func (s *Scheduler) noteIndex() { s.index.Store(s.st.indexBytes()) }

@@ -307,6 +307,7 @@ func (s *Scheduler) reload(ids []int32) {
 		return
 	}
 	s.st.assign(ids)
+	s.noteIndex()
 	offsets := map[int32]kgo.EpochOffset{}
 	for _, id := range ids {
 		offsets[id] = kgo.EpochOffset{Epoch: -1, Offset: 0}

@@ -43,13 +43,16 @@ const gcPercent = 200
 // setMemoryLimit gives the runtime a soft memory limit of 3/2 of
 // max-buffered-bytes and a GOGC of gcPercent, unless GOMEMLIMIT (gomemlimit,
 // the variable's value) set a limit already or the broker is embedded, and
-// logs which applies. GOGC (gogc) set keeps its value.
-func setMemoryLimit(cfg config.Config, gomemlimit, gogc string, log *slog.Logger) {
+// logs which applies. GOGC (gogc) set keeps its value. It returns the limit
+// it set, 0 if none.
+func setMemoryLimit(cfg config.Config, gomemlimit, gogc string, log *slog.Logger) int64 {
 	switch {
 	case gomemlimit != "":
 		log.Info("memory_limit", "source", "GOMEMLIMIT", "bytes", debug.SetMemoryLimit(-1))
+		return 0
 	case cfg.Embedded():
 		log.Info("memory_limit", "source", "none: the embedded broker's records share the heap")
+		return 0
 	default:
 		limit := cmp.Or(cfg.MaxBufferedBytes, forwarder.DefaultMaxBufferedBytes) * 3 / 2
 		debug.SetMemoryLimit(limit)
@@ -58,5 +61,6 @@ func setMemoryLimit(cfg config.Config, gomemlimit, gogc string, log *slog.Logger
 			gogc = strconv.Itoa(gcPercent)
 		}
 		log.Info("memory_limit", "source", "max-buffered-bytes", "bytes", limit, "gogc", gogc)
+		return limit
 	}
 }

@@ -74,7 +74,7 @@ func serve(ctx context.Context, cfg config.Config, stderr io.Writer) error {
 		return usageError{err}
 	}
 	s := server{cfg: cfg, log: log, kafkaLog: kafkaLog, stderr: stderr, credentials: credentials}
-	setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), os.Getenv("GOGC"), log)
+	s.memoryLimit = setMemoryLimit(cfg, os.Getenv("GOMEMLIMIT"), os.Getenv("GOGC"), log)
 	if !cfg.Embedded() {
 		// The forwarder retries what fails; a wrong password or CA fails
 		// every time, so find it out now and say which key to fix.
@@ -120,6 +120,7 @@ type server struct {
 	stderr        io.Writer
 	txnIDSuffix   string               // on the embedded broker: see serve
 	credentials   []console.Credential // the console asks for, if any: console-auth-file
+	memoryLimit   int64                // the soft memory limit setMemoryLimit set; 0 if not its own
 }
 
 // forward runs the forwarder on brokers, and the admin listener beside it,
@@ -141,11 +142,14 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 		metrics = admin.NewMetrics()
 		fcfg.Observer = metrics
 	}
-	f, err := forwarder.New(fcfg)
+	sched, err := s.scheduler(brokers)
 	if err != nil {
 		return usageError{err}
 	}
-	sched, err := s.scheduler(brokers)
+	// max-buffered-bytes covers the scheduler's index too: a million
+	// schedules beside a busy forwarder fit the default container.
+	fcfg.SharedBytes = sched.IndexBytes
+	f, err := forwarder.New(fcfg)
 	if err != nil {
 		return usageError{err}
 	}
@@ -163,6 +167,9 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 		}
 		g.Go(func() error { return srv.Run(gctx) })
 	}
+	watch := &indexWatch{budget: cmp.Or(s.cfg.MaxBufferedBytes, forwarder.DefaultMaxBufferedBytes),
+		index: sched.IndexBytes, records: f.RecordBudget, log: s.log, limit: s.memoryLimit}
+	g.Go(func() error { watch.run(gctx); return nil })
 	defer context.AfterFunc(ctx, func() { s.log.Info("shutting_down") })()
 	done := make(chan struct{})
 	g.Go(func() error {
