@@ -33,6 +33,12 @@ type partition struct {
 	// (markLeaving): the loop then hands on none of its records, which
 	// only the callback does.
 	leaving bool
+	// skips and meta are exactly-once's (txn_skips.go): offsets ahead,
+	// not taken yet, that a transaction committed before handed on, and
+	// the metadata of the partition's last commit, which was at metaAt.
+	skips  []int64
+	meta   string
+	metaAt int64
 }
 
 // entry is one taken record on its way out: produced to a level, the target
@@ -40,7 +46,8 @@ type partition struct {
 // retry after a failed produce).
 type entry struct {
 	part     *partition
-	src      *kgo.Record
+	src      *kgo.Record // nil once done
+	offset   int64       // src's, kept once it is let go (txn_skips.go)
 	out      *kgo.Record // what to produce
 	at       time.Time   // when held: when to produce out
 	dead     bool        // out is a dead letter
@@ -80,7 +87,7 @@ func (p *partition) take() *entry {
 	p.queue[0] = nil
 	p.queue = p.queue[1:]
 	p.next = kgo.EpochOffset{Epoch: r.LeaderEpoch, Offset: r.Offset + 1}
-	e := &entry{part: p, src: r, size: recordSize(r)}
+	e := &entry{part: p, src: r, offset: r.Offset, size: recordSize(r)}
 	p.queued -= e.size
 	p.window = append(p.window, e)
 	return e
@@ -108,18 +115,6 @@ func (p *partition) restart() kgo.EpochOffset {
 		return kgo.EpochOffset{Epoch: -1, Offset: p.committed}
 	}
 	return kgo.EpochOffset{Epoch: -1, Offset: p.from}
-}
-
-// doneBehind reports whether a record handed on follows one that is not:
-// its commit point would replay the former.
-func (p *partition) doneBehind() bool {
-	p.commitPoint()
-	for _, e := range p.window {
-		if e.done {
-			return true
-		}
-	}
-	return false
 }
 
 // pending reports whether the partition has records taken but not done.

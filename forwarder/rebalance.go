@@ -111,6 +111,7 @@ func (w *worker) forget(ids []int32) {
 	w.handedOn.Lock()
 	for _, id := range ids {
 		delete(w.resumed, id) // not ours any more: never commit for it
+		delete(w.inherit, id)
 	}
 	w.handedOn.Unlock()
 	for _, id := range ids {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -32,15 +33,11 @@ import (
 //     everything it took since its last commit and rewinds each partition to
 //     its own last committed offset (rewind).
 //
-// A commit point may only be committed if nothing above it has been produced:
-// the replay after a crash starts at the commit point, and would produce
-// again what the committed transaction already holds. So in exactly-once a
-// partition takes no record while one taken before waits in memory (a
-// remainder below the smallest level, or a record waiting to be retried):
-// records behind such a remainder are late by up to the smallest level. A
-// transaction in which a produce failed and the records behind it were
-// acknowledged is aborted rather than committed, and the failed record's
-// retry state survives the rewind, so that DeliveryTimeout still bounds it.
+// The replay after a crash starts at the commit point, and must not produce
+// again what a committed transaction holds of the records above it: the
+// commit lists those in its metadata (txn_skips.go). A record waiting to be
+// retried keeps its retry state across a rewind, so that DeliveryTimeout
+// still bounds it.
 
 // txnOpts are the options of a worker's client in exactly-once delivery.
 func txnOpts(cfg *Config, group string) []kgo.Opt {
@@ -125,13 +122,13 @@ func (w *worker) txnEnd() time.Time {
 func (w *worker) endTxn(ctx, run context.Context) error {
 	release := w.cl.holdPolls()
 	defer release()
-	offsets, consistent := w.settle(ctx)
+	points, consistent := w.settle(ctx)
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
-		setTxnOffsets(req, w.source, offsets)
+		setTxnOffsets(req, w.source, points)
 		return nil
 	}
 	w.mu.Lock()
-	before := w.groupAtMost(offsets)
+	before := w.groupAtMost(points)
 	w.mu.Unlock()
 	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
 	resolved := false
@@ -144,8 +141,8 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 		if aerr := w.abortOpen(run); aerr != nil {
 			return aerr
 		}
-		if consistent && len(offsets) > 0 && run.Err() == nil {
-			committed = w.committedAfterAll(run, offsets, before)
+		if consistent && len(points) > 0 && run.Err() == nil {
+			committed = w.committedAfterAll(run, points, before)
 			resolved = committed
 		}
 	}
@@ -153,15 +150,15 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 	w.mu.Lock()
 	w.txnProduced, w.txnFirst = false, time.Time{}
 	if committed {
-		for id, o := range offsets {
+		for id, o := range points {
 			if p, ok := w.parts[id]; ok {
-				p.committed = max(p.committed, o.Offset)
+				p.committed, p.meta, p.metaAt = max(p.committed, o.Offset), o.meta, o.Offset
 			}
 		}
 		clear(w.retries)
 		w.txnMoves = nil
 		w.progress(w.cfg.NowFunc())
-		w.log.Debug("transaction_committed", "offsets", offsets)
+		w.log.Debug("transaction_committed", "offsets", points)
 	} else {
 		w.stats.Aborted++
 		w.noteFailure(StuckTransaction, err)
@@ -229,11 +226,10 @@ func (w *worker) abortOpen(run context.Context) error {
 
 // settle waits until every record produced in the transaction is
 // acknowledged and its outcome applied (a refused record becomes a dead
-// letter, produced in turn), and returns the commit points of the partitions
-// whose point moved. consistent is false when a partition holds a record
-// that failed while records behind it were acknowledged: committing its
-// commit point would replay them after a crash.
-func (w *worker) settle(ctx context.Context) (offsets map[int32]kgo.EpochOffset, consistent bool) {
+// letter, produced in turn), and returns what to commit for the partitions
+// whose commit point or skips moved. consistent is false when ctx ended
+// first, or a partition's skips do not fit in a commit's metadata.
+func (w *worker) settle(ctx context.Context) (points map[int32]txnPoint, consistent bool) {
 	for {
 		if err := w.cl.flush(ctx); err != nil {
 			w.log.Warn("flush_on_commit_failed", "err", err)
@@ -245,20 +241,24 @@ func (w *worker) settle(ctx context.Context) (offsets map[int32]kgo.EpochOffset,
 			w.mu.Unlock()
 			continue
 		}
-		_, offsets = w.uncommitted()
+		points = map[int32]txnPoint{}
 		consistent = ctx.Err() == nil
-		for _, p := range w.parts {
-			if p.doneBehind() {
+		for id, p := range w.parts {
+			pt := p.txnPoint()
+			if pt.Offset > p.committed || pt.meta != p.meta {
+				points[id] = pt
+			}
+			if len(pt.meta) > maxSkipsMeta {
 				consistent = false
 			}
 		}
 		w.mu.Unlock()
-		return offsets, consistent
+		return points, consistent
 	}
 }
 
-// setTxnOffsets makes req commit offsets for topic, and nothing else.
-func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, offsets map[int32]kgo.EpochOffset) {
+// setTxnOffsets makes req commit points for topic, and nothing else.
+func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, points map[int32]txnPoint) {
 	rt := kmsg.NewTxnOffsetCommitRequestTopic()
 	rt.Topic = topic
 	for _, t := range req.Topics {
@@ -266,12 +266,12 @@ func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, offsets map[i
 			rt.TopicID = t.TopicID
 		}
 	}
-	for id, o := range offsets {
+	for id, o := range points {
 		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
 		rp.Partition = id
 		rp.Offset = o.Offset
 		rp.LeaderEpoch = o.Epoch
-		rp.Metadata = &req.MemberID
+		rp.Metadata = &o.meta
 		rt.Partitions = append(rt.Partitions, rp)
 	}
 	req.Topics = req.Topics[:0]
@@ -291,12 +291,24 @@ func (w *worker) rewind() {
 		}
 	}
 	offsets := map[int32]kgo.EpochOffset{}
+	from := map[int32]inherited{}
 	ids := make([]int32, 0, len(w.parts))
 	for id, p := range w.parts {
 		offsets[id] = p.restart()
+		if p.meta != "" {
+			from[id] = inherited{p.metaAt, p.meta}
+		}
 		ids = append(ids, id)
 	}
 	w.forget(ids)
+	// Read again from its last commit, a partition skips what that
+	// commit's metadata lists, as a new owner would.
+	w.handedOn.Lock()
+	if w.inherit == nil {
+		w.inherit = map[int32]inherited{}
+	}
+	maps.Copy(w.inherit, from)
+	w.handedOn.Unlock()
 	w.held, w.heldRetry = nil, 0
 	// Copies moved ahead in the aborted transaction were never made: their
 	// originals must not be dropped, and the scan must run again.

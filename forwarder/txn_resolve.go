@@ -28,11 +28,11 @@ import (
 // transaction did not move past that tells nothing: its group offset reads
 // the same whichever way the transaction went (a partition just assigned,
 // with nothing taken yet, tries its own starting offset). mu must be held.
-func (w *worker) groupAtMost(tried map[int32]kgo.EpochOffset) map[int32]int64 {
-	before := make(map[int32]int64, len(tried))
+func (w *worker) groupAtMost(tried map[int32]txnPoint) map[int32]txnPoint {
+	before := make(map[int32]txnPoint, len(tried))
 	for id := range tried {
 		if p, ok := w.parts[id]; ok {
-			before[id] = max(p.committed, p.from)
+			before[id] = txnPoint{kgo.EpochOffset{Epoch: -1, Offset: max(p.committed, p.from)}, p.meta}
 		}
 	}
 	return before
@@ -46,7 +46,7 @@ func (w *worker) groupAtMost(tried map[int32]kgo.EpochOffset) map[int32]int64 {
 // replayed, as before: at worst records are delivered twice, never lost. So
 // does a group that cannot be read for a transaction timeout (an ACL, a
 // coordinator away for long): the worker must not wait on it for ever.
-func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.EpochOffset, before map[int32]int64) bool {
+func (w *worker) committedAfterAll(run context.Context, offsets map[int32]txnPoint, before map[int32]txnPoint) bool {
 	adm := w.cl.admin()
 	giveUp := time.Now().Add(txnTimeout(w.cfg))
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
@@ -58,7 +58,7 @@ func (w *worker) committedAfterAll(run context.Context, offsets map[int32]kgo.Ep
 		}
 		if err == nil {
 			w.mu.Lock()
-			owned := make(map[int32]kgo.EpochOffset, len(offsets))
+			owned := make(map[int32]txnPoint, len(offsets))
 			for id, o := range offsets {
 				if _, ok := w.parts[id]; ok {
 					owned[id] = o
@@ -98,13 +98,18 @@ func unstable(got kadm.OffsetResponses, topic string) error {
 }
 
 // outcome reads the transaction's outcome from the group's offsets: it
-// committed if a partition it moved past before[id] is at the offset it
-// tried; decided is how many partitions told (committed, or still at most
-// before[id]).
-func outcome(got kadm.OffsetResponses, topic string, tried map[int32]kgo.EpochOffset, before map[int32]int64) (committed bool, decided int) {
+// committed if a partition it moved past before[id] is at the offset and
+// metadata it tried; decided is how many partitions told (committed, or
+// still at most before[id]). A partition whose offset stays and whose skips
+// changed (txn_skips.go) tells by its metadata alone.
+func outcome(got kadm.OffsetResponses, topic string, tried map[int32]txnPoint, before map[int32]txnPoint) (committed bool, decided int) {
 	for id, o := range tried {
 		b, ok := before[id]
-		if !ok || o.Offset <= b {
+		if !ok {
+			continue
+		}
+		moved := o.Offset > b.Offset
+		if !moved && (o.Offset != b.Offset || o.meta == b.meta) {
 			continue
 		}
 		r, ok := got.Lookup(topic, id)
@@ -112,9 +117,9 @@ func outcome(got kadm.OffsetResponses, topic string, tried map[int32]kgo.EpochOf
 			continue
 		}
 		switch {
-		case r.At == o.Offset:
+		case r.At == o.Offset && r.Metadata == o.meta:
 			return true, decided + 1
-		case r.At <= b:
+		case moved && r.At <= b.Offset, !moved && r.At == b.Offset && r.Metadata == b.meta:
 			decided++
 		}
 	}

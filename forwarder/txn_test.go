@@ -74,7 +74,9 @@ func TestExactlyOnce(t *testing.T) {
 	cfg := fx.cfg
 	cfg.Delivery = ExactlyOnce
 	cfg.InstanceID = kafkatest.Name(t)
-	cfg.CommitInterval = 300 * time.Millisecond
+	// Transactions long enough that the crash finds records in open ones:
+	// with the default linger each holds a few milliseconds' worth.
+	cfg.CommitInterval, cfg.CommitLinger = 300*time.Millisecond, 300*time.Millisecond
 	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	// What the forwarder has written to the target, committed or not.
 	written := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadUncommitted()))

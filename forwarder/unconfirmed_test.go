@@ -115,41 +115,50 @@ func TestUnconfirmedCommit(t *testing.T) {
 }
 
 // TestOutcome: a transaction committed only if a partition it moved past
-// where the group could have been before is at the offset it tried. A
-// partition just assigned, which tries the offset it started from, tells
-// nothing: taking it for committed once skipped the records of an aborted
-// transaction on the other partitions, and lost one when kdelay serve scaled
-// down (TestFaults/in_parallel/exactly-once/scale).
+// where the group could have been before is at the offset (and metadata) it
+// tried. A partition just assigned, which tries the offset it started from,
+// tells nothing: taking it for committed once skipped the records of an
+// aborted transaction on the other partitions, and lost one when kdelay
+// serve scaled down (TestFaults/in_parallel/exactly-once/scale). One whose
+// offset stays and whose skips changed tells by its metadata.
 func TestOutcome(t *testing.T) {
 	t.Parallel()
-	group := func(at map[int32]int64) kadm.OffsetResponses {
+	type at struct {
+		offset int64
+		meta   string
+	}
+	group := func(ats map[int32]at) kadm.OffsetResponses {
 		rs := kadm.OffsetResponses{"in": {}}
-		for p, o := range at {
-			rs["in"][p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "in", Partition: p, At: o}}
+		for p, o := range ats {
+			rs["in"][p] = kadm.OffsetResponse{Offset: kadm.Offset{Topic: "in", Partition: p, At: o.offset, Metadata: o.meta}}
 		}
 		return rs
 	}
-	tried := func(at map[int32]int64) map[int32]kgo.EpochOffset {
-		m := map[int32]kgo.EpochOffset{}
-		for p, o := range at {
-			m[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	points := func(ats map[int32]at) map[int32]txnPoint {
+		m := map[int32]txnPoint{}
+		for p, o := range ats {
+			m[p] = txnPoint{kgo.EpochOffset{Epoch: -1, Offset: o.offset}, o.meta}
 		}
 		return m
 	}
 	for _, c := range []struct {
 		name                 string
-		group, tried, before map[int32]int64
+		group, tried, before map[int32]at
 		committed            bool
 		decided              int
 	}{
-		{"committed", map[int32]int64{0: 20}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, true, 1},
-		{"aborted", map[int32]int64{0: 10}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, false, 1},
-		{"just assigned tells nothing", map[int32]int64{0: 10, 1: 5}, map[int32]int64{0: 10, 1: 9}, map[int32]int64{0: 10, 1: 5}, false, 1},
-		{"another member committed since", map[int32]int64{0: 30}, map[int32]int64{0: 20}, map[int32]int64{0: 10}, false, 0},
-		{"not in the group", map[int32]int64{}, map[int32]int64{0: 20}, map[int32]int64{0: -1}, false, 0},
-		{"not owned any more", map[int32]int64{0: 20}, map[int32]int64{0: 20}, map[int32]int64{}, false, 0},
+		{"committed", map[int32]at{0: {20, ""}}, map[int32]at{0: {20, ""}}, map[int32]at{0: {10, ""}}, true, 1},
+		{"aborted", map[int32]at{0: {10, ""}}, map[int32]at{0: {20, ""}}, map[int32]at{0: {10, ""}}, false, 1},
+		{"just assigned tells nothing", map[int32]at{0: {10, ""}, 1: {5, ""}}, map[int32]at{0: {10, ""}, 1: {9, ""}}, map[int32]at{0: {10, ""}, 1: {5, ""}}, false, 1},
+		{"another member committed since", map[int32]at{0: {30, ""}}, map[int32]at{0: {20, ""}}, map[int32]at{0: {10, ""}}, false, 0},
+		{"not in the group", map[int32]at{}, map[int32]at{0: {20, ""}}, map[int32]at{0: {-1, ""}}, false, 0},
+		{"not owned any more", map[int32]at{0: {20, ""}}, map[int32]at{0: {20, ""}}, map[int32]at{}, false, 0},
+		{"skips committed", map[int32]at{0: {10, "b"}}, map[int32]at{0: {10, "b"}}, map[int32]at{0: {10, "a"}}, true, 1},
+		{"skips aborted", map[int32]at{0: {10, "a"}}, map[int32]at{0: {10, "b"}}, map[int32]at{0: {10, "a"}}, false, 1},
+		{"moved with skips, aborted", map[int32]at{0: {10, "a"}}, map[int32]at{0: {20, "b"}}, map[int32]at{0: {10, "a"}}, false, 1},
+		{"nothing changed tells nothing", map[int32]at{0: {10, "a"}}, map[int32]at{0: {10, "a"}}, map[int32]at{0: {10, "a"}}, false, 0},
 	} {
-		committed, decided := outcome(group(c.group), "in", tried(c.tried), c.before)
+		committed, decided := outcome(group(c.group), "in", points(c.tried), points(c.before))
 		if committed != c.committed || decided != c.decided {
 			t.Errorf("%s: outcome = %v decided by %d, want %v by %d", c.name, committed, decided, c.committed, c.decided)
 		}

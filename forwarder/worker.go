@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay"
@@ -67,6 +68,7 @@ type worker struct {
 	// Exactly once: the earliest due time among the records produced since
 	// the last commit, aborted ones included; zero after a commit.
 	uncommittedDue time.Time
+	inherit        map[int32]inherited // exactly-once: the commits partitions start from (txn_skips.go), under handedOn
 	buf            buffer
 	cmdVersion     uint64     // the commands' version when held records were last looked at
 	scanFrom       int        // the next of the commands' ready list to look for (command_scan.go)
@@ -151,6 +153,10 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
 	if cfg.Delivery == ExactlyOnce {
+		opts = append(opts, kgo.OnOffsetsFetched(func(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
+			w.offsetsFetched(resp)
+			return nil
+		}))
 		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, w.group)...)...)
 		if err != nil {
 			return nil, err
@@ -340,6 +346,9 @@ func (w *worker) partition(id int32, from int64) *partition {
 	if !ok {
 		p = newPartition(id, from)
 		w.parts[id] = p
+		if w.txn != nil {
+			w.applyInherited(p)
+		}
 	}
 	return p
 }
@@ -411,9 +420,14 @@ func (w *worker) releaseHeads(check, now time.Time) (soonest time.Time) {
 		if p.leaving {
 			continue // its callback hands on what it must (markLeaving)
 		}
-		// In exactly-once, a partition waits for a record held in memory
-		// before taking the ones behind it (see txn.go).
-		for len(p.queue) > 0 && (w.txn == nil || p.waiting == 0) {
+		// In exactly-once, a partition that holds a record in memory
+		// takes maxTxnWindow from its commit point on at most
+		// (txn_skips.go).
+		for len(p.queue) > 0 && (w.txn == nil || p.waiting == 0 || p.roomInWindow()) {
+			if len(p.skips) > 0 && p.skipHead() {
+				w.drop(p.take()) // handed on before a replay
+				continue
+			}
 			at := w.releaseAt(p.queue[0], now)
 			if at.After(check) {
 				soonest = earliest(soonest, at)

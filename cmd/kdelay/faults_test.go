@@ -22,8 +22,9 @@ const envRestartBroker = "KDELAY_TEST_RESTART_BROKER"
 // TestFaults runs a short version of `kdelay bench faults` on each tier: the
 // embedded broker, or the cluster of KDELAY_TEST_BROKERS. Whatever the
 // fault, no record is lost and none is early; in exactly-once delivery, none
-// is seen twice either. At-least-once duplicates and lateness are logged,
-// not asserted.
+// is seen twice either, but for the one transaction a stage that a SIGKILL
+// of the embedded broker may commit twice. At-least-once duplicates and
+// lateness are logged, not asserted.
 func TestFaults(t *testing.T) {
 	t.Parallel()
 	if testing.Short() {
@@ -67,7 +68,7 @@ func faultScenario(bin string, brokers []string, set levels.Set, delivery forwar
 		defer cancel()
 		rep, err := bench.Faults(ctx, bench.FaultConfig{
 			Brokers: brokers, Runner: bench.Command{Path: bin}, Scenarios: []string{name},
-			Rate: 50, MaxDelay: 8 * time.Second, Duration: 8 * time.Second, FaultAt: 3 * time.Second,
+			Rate: faultRate, MaxDelay: 8 * time.Second, Duration: 8 * time.Second, FaultAt: 3 * time.Second,
 			// Longer than an Apache Kafka broker takes to stop and start
 			// again (about 35 s here): a record later than that would count
 			// as lost. The run ends as soon as every record arrived.
@@ -109,9 +110,26 @@ func faultScenario(bin string, brokers []string, set levels.Set, delivery forwar
 			t.Errorf("%d ids delivered more often than the ingress holds them (%d seen more than once); want none when every process stops cleanly",
 				s.AddedIDs, s.DuplicateIDs)
 		}
-		if delivery == forwarder.ExactlyOnce && s.AddedIDs != 0 {
-			t.Errorf("%d ids seen by a read_committed consumer more often than the ingress holds them (%d seen more than once, %d written twice); want none in exactly-once delivery",
-				s.AddedIDs, s.DuplicateIDs, s.WrittenTwice)
+		if delivery == forwarder.ExactlyOnce {
+			var allowed int64
+			if name == bench.ScenarioBrokerRestart && len(brokers) == 0 {
+				// The embedded broker writes a transaction's commit
+				// markers, then the offsets committed in it: a SIGKILL
+				// between the two delivers that transaction's records
+				// again (docs/RELIABILITY.md). One transaction a stage
+				// at most, each holding at most commit-interval (1s) of
+				// the rate. Apache Kafka has no such window: 0 there.
+				allowed = int64(len(set)+1) * faultRate
+			}
+			if s.AddedIDs > allowed {
+				t.Errorf("%d ids seen by a read_committed consumer more often than the ingress holds them (%d seen more than once, %d written twice); want at most %d in exactly-once delivery",
+					s.AddedIDs, s.DuplicateIDs, s.WrittenTwice, allowed)
+			} else if s.AddedIDs > 0 {
+				t.Logf("%d ids seen twice by a read_committed consumer: the embedded broker's commit window, at most %d", s.AddedIDs, allowed)
+			}
 		}
 	}
 }
+
+// faultRate is the records a second TestFaults writes.
+const faultRate = 50
