@@ -3,11 +3,14 @@ package main
 import (
 	"context"
 	"os/exec"
+	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/kafkatest"
 )
 
@@ -56,6 +59,19 @@ func TestScheduleEndToEnd(t *testing.T) {
 		}
 	}
 
+	// serve counts the scheduler's index against max-buffered-bytes: the
+	// records' budget is the default less what the index holds.
+	m := regexp.MustCompile(`admin_listening addr=(\S+)`).FindStringSubmatch(s.out.String())
+	if m == nil {
+		t.Fatalf("serve did not log admin_listening with its address:\n%s", s.out)
+	}
+	_, page := get(t, "http://"+m[1]+"/metrics")
+	index, budget := metric(page, "kdelay_schedule_index_bytes"), metric(page, "kdelay_buffer_budget_bytes")
+	if index <= 0 || budget != float64(forwarder.DefaultMaxBufferedBytes)-index {
+		t.Errorf("kdelay_schedule_index_bytes %v, kdelay_buffer_budget_bytes %v; want an index, and max-buffered-bytes %d less it",
+			index, budget, forwarder.DefaultMaxBufferedBytes)
+	}
+
 	if out := run("schedule", "list"); !strings.Contains(out, "e2e") || !strings.Contains(out, "*/2 * * * * *") {
 		t.Errorf("schedule list printed:\n%s\nwant e2e with its cron", out)
 	}
@@ -74,4 +90,18 @@ func TestScheduleEndToEnd(t *testing.T) {
 	if out := run("schedule", "list"); strings.Contains(out, "e2e") {
 		t.Errorf("schedule list after the delete printed:\n%s\nwant no e2e", out)
 	}
+}
+
+// metric is the value of the unlabelled metric name on a /metrics page, -1
+// when absent.
+func metric(page, name string) float64 {
+	m := regexp.MustCompile(`(?m)^` + name + ` (\S+)$`).FindStringSubmatch(page)
+	if m == nil {
+		return -1
+	}
+	n, err := strconv.ParseFloat(m[1], 64)
+	if err != nil {
+		return -1
+	}
+	return n
 }
