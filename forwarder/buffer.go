@@ -106,8 +106,8 @@ func (b *buffer) resize() {
 // once they fall to half the limit, or once a worker that may borrow finds
 // room in the pool for one of its fetches: resuming with room for a whole
 // fetch lets it arrive before the next pause, rather than pausing and
-// resuming on every acknowledgement. borrow
-// says the worker may borrow (mayBorrow). It reports whether full changed.
+// resuming on every acknowledgement. borrow says the worker may borrow
+// (mayBorrow). It reports whether full changed.
 func (b *buffer) update(borrow bool) bool {
 	b.resize()
 	b.settle()

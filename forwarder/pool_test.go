@@ -258,6 +258,14 @@ func TestPoolSharesTheBudget(t *testing.T) {
 			t.Errorf("records hold %d once refilled beside an index of half the budget, want at most %d plus a fetch each", peak, budget/2)
 		}
 	})
+	t.Run("a budget of gibibytes scales without overflow", func(t *testing.T) {
+		t.Parallel()
+		const big = int64(16) << 30 // n × records passes int64
+		p := &bufferPool{limit: big / 4, budget: big, least: least, shared: func() int64 { return big / 2 }}
+		if got, want := p.quarter(), big/8; got != want {
+			t.Errorf("the quarter of %d beside an index of half of it is %d, want %d", big, got, want)
+		}
+	})
 	t.Run("records keep their least share beside an index past the budget", func(t *testing.T) {
 		t.Parallel()
 		var shared atomic.Int64

@@ -146,8 +146,8 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	if err != nil {
 		return usageError{err}
 	}
-	// max-buffered-bytes covers the scheduler's index too: a million
-	// schedules beside a busy forwarder fit the default container.
+	// max-buffered-bytes covers the scheduler's index too: the records
+	// get what it leaves (forwarder/pool.go).
 	fcfg.SharedBytes = sched.IndexBytes
 	f, err := forwarder.New(fcfg)
 	if err != nil {
