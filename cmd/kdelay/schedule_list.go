@@ -91,8 +91,8 @@ func when(t time.Time) string {
 
 // listRows reads the schedules in force, and those refused, as the rows
 // list prints, sorted by id. It keeps each as its row, not the schedule
-// (its value, headers and parsed spec): a million take about 100 MB, where
-// the schedules took 700.
+// (its value, headers and parsed spec): listing a million took the command
+// 250 MB of memory, where keeping the schedules took 1.4 GB.
 func listRows(cmd *cobra.Command, now time.Time) ([]string, error) {
 	var rows []string
 	err := scanSchedules(cmd, func(l schedule.Listed) { rows = append(rows, listRow(l, now)) })
