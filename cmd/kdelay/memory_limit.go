@@ -36,6 +36,9 @@ import (
 //
 // Not with the embedded broker: its records share the heap, for as long as
 // retention keeps them, and are not bounded by max-buffered-bytes.
+//
+// The limit rises later only if the schedules' index outgrows
+// max-buffered-bytes, which covers it too (memory_index.go).
 
 // gcPercent is the GOGC serve runs with under its memory limit.
 const gcPercent = 200
