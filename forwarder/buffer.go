@@ -30,13 +30,17 @@ func recordSize(r *kgo.Record) int64 {
 // revoked). Only the loop and the rebalance callbacks touch it, under
 // worker.mu.
 type buffer struct {
-	limit  int64       // the worker's reserve: what it may hold without borrowing (pool.go)
-	whole  int64       // the reserve while nothing is held beside the records, limit being it scaled (pool.scale); 0 keeps limit
-	joined bool        // the pool counts limit among the reserves (join)
-	bytes  int64       // held now
-	full   bool        // fetching is paused until bytes falls to limit/2 or the pool drains
-	idle   bool        // the whole topic is paused too (pauseIdle)
-	pool   *bufferPool // borrowed from beyond limit; nil outside a Forwarder
+	limit  int64 // the worker's reserve: what it may hold without borrowing (pool.go)
+	whole  int64 // the reserve while nothing is held beside the records, limit being it scaled (pool.scale); 0 keeps limit
+	joined bool  // the pool counts limit among the reserves (join)
+	bytes  int64 // held now
+	full   bool  // fetching is paused until bytes falls to limit/2 or the pool drains
+	idle   bool  // the whole topic is paused too (pauseIdle)
+	// holding says the worker holds the shared client's poll instead of
+	// pausing (pollHold); expired, that it held it too long and pauses
+	// until it is no longer full.
+	holding, expired bool
+	pool             *bufferPool // borrowed from beyond limit; nil outside a Forwarder
 
 	counted int64 // bytes the pool counts for this worker
 	lent    int64 // of them, beyond limit
@@ -145,10 +149,21 @@ func (b *buffer) wakeAfter(borrow bool) int64 {
 // limit (mayBorrow). While full, it also pauses a partition that just
 // brought its one fetch, and every partition at once while nothing held
 // waits long for a time (see pauseIdle).
+//
+// On the client every stage shares, a worker that would pause everything
+// holds the client's next poll instead, for a while (pollHold): its
+// records are then on their way to the broker, and their
+// acknowledgements make room within a round trip.
 func (w *worker) throttle() {
 	borrow := w.mayBorrow()
 	changed := w.buf.update(borrow)
 	idle := w.buf.full && !w.waitsLong()
+	if !idle {
+		w.buf.expired = false
+	}
+	hold := idle && !w.buf.expired && w.cl.hold != nil && !w.stopped && w.runCtx != nil && w.runCtx.Err() == nil
+	holdChanged := w.setHolding(hold)
+	idle = idle && !hold
 	// The whole topic is paused before its partitions one by one, and
 	// resumed after them. Otherwise the client, which builds its next
 	// fetch on its own goroutine, may send one of only the partitions not
@@ -158,13 +173,41 @@ func (w *worker) throttle() {
 	if idle {
 		w.pauseIdle(true)
 	}
-	if changed || w.buf.full {
+	if changed || holdChanged || w.buf.full {
 		for _, p := range w.parts {
 			w.setFetching(p)
 		}
 	}
 	if !idle {
 		w.pauseIdle(false)
+	}
+}
+
+// setHolding holds the shared client's poll or releases it, and reports
+// whether that changed.
+func (w *worker) setHolding(hold bool) bool {
+	if hold == w.buf.holding {
+		return false
+	}
+	w.buf.holding = hold
+	if hold {
+		w.cl.hold.hold(w)
+	} else {
+		w.cl.hold.release(w)
+	}
+	return true
+}
+
+// expireHold ends a hold of the poll that lasted the longest a poll waits
+// (pollHold.wait): the worker pauses its source instead, until it is no
+// longer full.
+func (w *worker) expireHold() {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.buf.holding {
+		w.buf.holding = false
+		w.buf.expired = true
+		w.throttle()
 	}
 }
 
@@ -176,7 +219,7 @@ func (w *worker) throttle() {
 // level, and this one's must not wait behind them. That lets each partition
 // bring one fetch beyond the limit.
 func (w *worker) setFetching(p *partition) {
-	pause := p.notDue || (w.buf.full && p.holds())
+	pause := p.notDue || (w.buf.full && !w.buf.holding && p.holds())
 	if pause == p.paused {
 		return
 	}

@@ -163,6 +163,38 @@ func TestFullBufferBurst(t *testing.T) {
 	checkHeld(t, f, cfg.MaxBufferedBytes, cfg.Partitions)
 }
 
+// TestFullBufferHoldsThePoll forwards a burst through a full buffer, as
+// TestFullBufferBurst, with a FetchMaxWait longer than the test: a worker
+// whose buffer is full of records on their way to the target must hold the
+// shared client's poll (pollHold), not pause its partitions, whose resume
+// would wait behind the idle partitions' fetch for FetchMaxWait at every
+// refill. Over a million records that wait made kdelay move a third of
+// what it moves with the hold.
+func TestFullBufferHoldsThePoll(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"5s"})
+	const (
+		n     = 3_000
+		share = 256 << 10 // per forwarder: the ingress and one level
+	)
+	cfg := fx.cfg
+	cfg.MaxBufferedBytes = 2 * share
+	cfg.FetchMaxWait = time.Minute
+	ingress := cfg.Topics.Ingress()
+	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
+	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader { return kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte("0")} })
+
+	arrived := fx.cluster.Collect(fx.target)
+	f, _ := fx.start(cfg)
+	// A refill that waited on the idle partitions' fetch would wait a
+	// minute: the first would outlast the deadline.
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
+	if ids := len(kafkatest.IDs(got)); ids != n {
+		t.Fatalf("%d of %d records delivered within 30s: a refill of the full buffer waited on the idle partitions' fetch (FetchMaxWait %s)", ids, n, cfg.FetchMaxWait)
+	}
+	checkHeld(t, f, cfg.MaxBufferedBytes, cfg.Partitions)
+}
+
 // TestFullBufferOfHeldRecords forwards a burst from one partition of the
 // ingress, the other idle, each record due a millisecond after the one before
 // and below the smallest level, so that the ingress holds them in memory

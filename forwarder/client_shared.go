@@ -60,9 +60,10 @@ func (f *Forwarder) runShared(ctx context.Context, g *errgroup.Group, adm *kadm.
 	if err != nil {
 		return nil, fmt.Errorf("start the forwarders' client: %w", err)
 	}
-	gate := &pollGate{}
+	gate, hold := &pollGate{}, newPollHold(holdMax(&f.cfg))
 	for _, w := range workers {
 		w.cl = newStageClient(cl, w.source, gate, false)
+		w.cl.hold = hold
 		w.dlqMax = dlqLimit(cl, &f.cfg, f.dlqMax)
 		f.adopt(w)
 	}

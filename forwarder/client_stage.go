@@ -22,6 +22,7 @@ type stageClient struct {
 	kafka  *kgo.Client
 	source string
 	gate   *pollGate // shared by every stageClient of kafka
+	hold   *pollHold // shared likewise; nil on a stage's own client, which pauses instead
 	own    bool      // the stage's own client, which it polls and closes; else the Forwarder does
 	closed sync.Once // kafka is closed once: see close
 

@@ -44,6 +44,7 @@ func (l *pollLoop) run(ctx context.Context) error {
 // the client's gate (poll_gate.go): a transaction's End or Begin waits until
 // it returns, and cancels the wait for records.
 func (l *pollLoop) pollOnce(ctx context.Context) error {
+	l.cl.hold.wait(ctx)
 	pctx, leave := l.cl.gate.enter(ctx)
 	defer leave()
 	fetches := l.cl.poll(pctx)

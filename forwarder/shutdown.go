@@ -47,6 +47,7 @@ func (w *worker) shutdown() {
 	// forwarder stops while the others run on.
 	w.mu.Lock()
 	w.stopped = true
+	w.setHolding(false) // the poll loop polls for the other stages
 	w.buf.detach()
 	w.mu.Unlock()
 }
