@@ -161,7 +161,8 @@ func (w *worker) throttle() {
 	if !idle {
 		w.buf.expired = false
 	}
-	hold := idle && !w.buf.expired && w.cl.hold != nil && !w.stopped && w.runCtx != nil && w.runCtx.Err() == nil
+	hold := idle && !w.buf.expired && w.cl.hold != nil && !w.stopped && w.runCtx != nil && w.runCtx.Err() == nil &&
+		w.onTheirWay(w.cfg.NowFunc())
 	holdChanged := w.setHolding(hold)
 	idle = idle && !hold
 	// The whole topic is paused before its partitions one by one, and
@@ -198,6 +199,23 @@ func (w *worker) setHolding(hold bool) bool {
 	return true
 }
 
+// onTheirWay reports whether what the worker holds is on its way to the
+// broker or due now: nothing held for a time, no head that waits. Then
+// acknowledgements make room within a round trip, which a hold of the poll
+// waits for; records held for their time make room only at that time, and
+// a hold would only delay the other stages.
+func (w *worker) onTheirWay(now time.Time) bool {
+	if len(w.held) > 0 {
+		return false
+	}
+	for _, p := range w.parts {
+		if len(p.queue) > 0 && w.releaseAt(p.queue[0], now).After(now) {
+			return false
+		}
+	}
+	return true
+}
+
 // expireHold ends a hold of the poll that lasted the longest a poll waits
 // (pollHold.wait): the worker pauses its source instead, until it is no
 // longer full.
@@ -207,6 +225,7 @@ func (w *worker) expireHold() {
 	if w.buf.holding {
 		w.buf.holding = false
 		w.buf.expired = true
+		w.log.Debug("poll_hold_expired", "held_bytes", w.buf.bytes)
 		w.throttle()
 	}
 }
@@ -245,7 +264,9 @@ func (w *worker) setFetching(p *partition) {
 // With the whole topic paused no fetch is sent for it, so on a client of its
 // own (exactly-once) the one that resumes it starts at once. On the client
 // every stage shares (at-least-once) the other stages' idle partitions may
-// hold a fetch in flight, for FetchMaxWait at most (DefaultFetchMaxWait).
+// hold a fetch in flight, for FetchMaxWait at most (DefaultFetchMaxWait):
+// there a worker whose records are all on their way holds the poll instead
+// (throttle, pollHold), and pauses only once the hold lasted too long.
 func (w *worker) pauseIdle(pause bool) {
 	if pause == w.buf.idle {
 		return

@@ -135,6 +135,8 @@ func burstIsBounded(t *testing.T, shared int64) {
 // every stage, the level's idle partitions are in that fetch however the
 // ingress pauses its own, so the wait is FetchMaxWait at most: at 5s, the
 // default while each stage had a client, half the records came in time.
+// Since the ingress holds the poll instead (TestFullBufferHoldsThePoll),
+// it does not wait at all.
 func TestFullBufferBurst(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"5s"})

@@ -74,7 +74,9 @@ const (
 	// request a broker at a time: a partition resumed while a fetch is in
 	// flight waits for it, and when only idle partitions are in it (a full
 	// stage paused its own) that is this long, at every refill of a full
-	// buffer. At 5s, franz-go's default and kdelay's while each stage had
+	// buffer. A stage full of records on their way to the broker holds the
+	// client's poll instead of pausing (pollHold), so this is paid only by
+	// a stage full of records held for their time. At 5s, franz-go's default and kdelay's while each stage had
 	// a client and paused its whole topic instead (pauseIdle), a burst
 	// through a full buffer moved half as fast (TestFullBufferBurst); at
 	// 250ms, records held for their time through a small buffer fell
