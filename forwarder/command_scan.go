@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -48,6 +49,15 @@ type moveMark struct {
 	cmd        command
 }
 
+// scanState is a worker's scans: at most one in flight. Guarded by
+// worker.mu but wg, which the scan's goroutine ends.
+type scanState struct {
+	from    int            // the next of the commands' ready list to look for
+	running bool           // a scan is in flight
+	side    *partition     // the partition of copies moved ahead by a scan: never committed
+	wg      sync.WaitGroup // the scan in flight
+}
+
 // scanPart is one partition to scan: its buffered records, and Kafka from
 // the offset after them, or from the group's committed offset if from is -1.
 type scanPart struct {
@@ -59,10 +69,10 @@ type scanPart struct {
 // lookForHidden starts a scan if commands fell due unmatched that this level
 // could hide the record of. mu must be held.
 func (w *worker) lookForHidden() {
-	if w.wait == 0 || w.cmds == nil || w.scanning || w.runCtx == nil {
+	if w.wait == 0 || w.cmds == nil || w.scans.running || w.runCtx == nil {
 		return
 	}
-	ready, next := w.cmds.readySince(w.scanFrom)
+	ready, next := w.cmds.readySince(w.scans.from)
 	want := map[string]command{}
 	var earliestDue int64
 	for _, p := range ready {
@@ -82,7 +92,7 @@ func (w *worker) lookForHidden() {
 		}
 	}
 	if len(want) == 0 {
-		w.scanFrom = next
+		w.scans.from = next
 		return
 	}
 	var parts []scanPart
@@ -106,15 +116,13 @@ func (w *worker) lookForHidden() {
 		// the old due time.
 		return
 	}
-	w.scanFrom = next
-	w.scanning = true
+	w.scans.from = next
+	w.scans.running = true
 	w.log.Debug("scan_started", "commands", len(want), "partitions", len(parts))
-	w.scans.Go(func() {
+	w.scans.wg.Go(func() {
 		// Released after the due time means written after due - wait.
 		fs := w.scan(w.runCtx, want, parts, time.UnixMilli(earliestDue).Add(-w.wait))
-		w.ackMu.Lock()
-		defer w.ackMu.Unlock()
-		w.found, w.scanDone = append(w.found, fs...), true
+		w.inbox.putFound(fs)
 		w.wake()
 	})
 }
@@ -249,12 +257,9 @@ func (w *worker) hidden(r *kgo.Record, want map[string]command) (found, bool) {
 // pending here, and marks the original moved so that it is dropped when it
 // leaves its level. mu must be held.
 func (w *worker) moveAhead(now time.Time) {
-	w.ackMu.Lock()
-	fs, done := w.found, w.scanDone
-	w.found, w.scanDone = nil, false
-	w.ackMu.Unlock()
+	fs, done := w.inbox.takeFound()
 	if done {
-		w.scanning = false
+		w.scans.running = false
 	}
 	for _, f := range fs {
 		if p, ok := w.parts[f.rec.Partition]; ok && (p.gone || p.leaving || f.rec.Offset < p.next.Offset) {
@@ -287,12 +292,12 @@ func (w *worker) moveCopy(rec *kgo.Record, id string, cmd command) {
 	if !w.cmds.matched(id, cur, src) {
 		return // the level's scan and the hop's router both found it: the other moved it
 	}
-	e := &entry{part: w.side, src: rec, id: id, out: env.delivery(), due: env.Due,
+	e := &entry{part: w.scans.side, src: rec, id: id, out: env.delivery(), due: env.Due,
 		mark: &moveMark{id: id, source: src, cmd: cur}}
 	w.log.Debug("moving_ahead", "id", id, "source", src, "due", env.Due)
 	w.produce(e)
 	if w.txn != nil {
-		w.txnMoves = append(w.txnMoves, *e.mark)
+		w.tx.moves = append(w.tx.moves, *e.mark)
 	}
 }
 

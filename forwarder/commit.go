@@ -54,9 +54,7 @@ func (w *worker) commit(now time.Time) {
 		ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
 		defer cancel()
 		res := w.sendCommit(ctx, parts, offsets)
-		w.ackMu.Lock()
-		w.commitDone = &res
-		w.ackMu.Unlock()
+		w.inbox.putCommit(res)
 	})
 }
 
@@ -64,8 +62,8 @@ func (w *worker) commit(now time.Time) {
 // offsets must be committed before the partitions move or the client closes.
 // mu must be held.
 //
-// It first waits for a background commit in flight, which needs only ackMu
-// to finish. The client orders only commits it has been given: a background
+// It first waits for a background commit in flight, which needs only the
+// inbox's lock to finish. The client orders only commits it has been given: a background
 // commit whose goroutine started but has not reached the client yet (or
 // waits, as every commit does, for a join to end) could otherwise be sent
 // after this one and move the group's offsets back, and the next owner
@@ -102,11 +100,7 @@ func (w *worker) sendCommit(ctx context.Context, parts map[int32]*partition, off
 // applyCommit records the result of a finished background commit, if any.
 // mu must be held.
 func (w *worker) applyCommit() {
-	w.ackMu.Lock()
-	res := w.commitDone
-	w.commitDone = nil
-	w.ackMu.Unlock()
-	if res != nil {
+	if res := w.inbox.takeCommit(); res != nil {
 		w.committing = false
 		w.recordCommit(*res)
 	}

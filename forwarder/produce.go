@@ -29,7 +29,7 @@ func (w *worker) produce(e *entry) {
 	}
 	e.part.flying++
 	w.noteProduced()
-	w.txnProduces++
+	w.tx.produces++
 	if w.txn != nil && !e.due.IsZero() {
 		w.uncommittedDue = earliest(w.uncommittedDue, e.due)
 	}
@@ -49,16 +49,7 @@ func (w *worker) produce(e *entry) {
 			// CheckInterval later, and this is when consumers can read it.
 			w.obs.Delivered(w.cfg.NowFunc().Sub(due))
 		}
-		w.ackMu.Lock()
-		defer w.ackMu.Unlock()
-		w.acks = append(w.acks, ack{e, err})
-		if err == nil {
-			w.acked += e.size
-		} else {
-			w.failed = true
-		}
-		room := w.wakeAfter > 0 && w.acked >= w.wakeAfter
-		if err != nil || room {
+		if w.inbox.putAck(ack{e, err}) {
 			w.wake()
 		}
 	})
@@ -68,19 +59,8 @@ func (w *worker) produce(e *entry) {
 // failed ones: records the broker refuses for good go to the DLQ with the
 // reason, anything else is tried again after a backoff.
 func (w *worker) applyAcks(now time.Time) {
-	w.ackMu.Lock()
-	acks := w.acks
-	// The callbacks fill the other slice meanwhile: at full speed a cycle
-	// applies thousands of acks, and growing a new slice for each cycle
-	// cost a tenth of the loop.
-	w.acks, w.spareAcks = w.spareAcks, nil
-	w.failed = false
-	w.acked = 0
-	w.ackMu.Unlock()
-	defer func() {
-		clear(acks)
-		w.spareAcks = acks[:0]
-	}()
+	acks := w.inbox.takeAcks()
+	defer w.inbox.returnAcks(acks)
 	for _, a := range acks {
 		a.e.part.flying--
 		switch e := a.e; {

@@ -66,6 +66,16 @@ func txnTimeout(cfg *Config) time.Duration {
 	return max(10*cfg.CommitInterval, 15*time.Second)
 }
 
+// txnState is a worker's bookkeeping of its open transaction. Only the
+// worker's loop touches it.
+type txnState struct {
+	produced bool                    // something was produced in the open transaction
+	first    time.Time               // when the first of it was (txnEnd)
+	produces int                     // produces so far, to see whether applying acks produced more
+	retries  map[retryKey]retryState // failed records' retry state, kept across an abort
+	moves    []moveMark              // records moved ahead in the open transaction: undone by an abort
+}
+
 // retryState is what a failed produce leaves for the replay of its record
 // after the transaction is aborted.
 type retryState struct {
@@ -84,7 +94,7 @@ type retryKey struct {
 // rebalance lock, which a revoke holds while it calls revoked, which takes
 // mu.
 func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
-	if !w.txnProduced || now.Before(w.txnEnd()) {
+	if !w.tx.produced || now.Before(w.txnEnd()) {
 		return nil
 	}
 	w.lastCommit = now
@@ -96,8 +106,8 @@ func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
 // noteProduced marks the open transaction as holding a produce, the first
 // one starting its linger. Only the loop calls it.
 func (w *worker) noteProduced() {
-	if !w.txnProduced {
-		w.txnProduced, w.txnFirst = true, w.cfg.NowFunc()
+	if !w.tx.produced {
+		w.tx.produced, w.tx.first = true, w.cfg.NowFunc()
 	}
 }
 
@@ -107,7 +117,7 @@ func (w *worker) noteProduced() {
 // 2026-11-28, showed each record up to a second late to a read_committed
 // consumer, and held back the records of others written after it.
 func (w *worker) txnEnd() time.Time {
-	return earliest(w.lastCommit.Add(w.cfg.CommitInterval), w.txnFirst.Add(w.cfg.CommitLinger))
+	return earliest(w.lastCommit.Add(w.cfg.CommitInterval), w.tx.first.Add(w.cfg.CommitLinger))
 }
 
 // endTxn commits the open transaction with the partitions' commit points, or
@@ -148,15 +158,15 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 	}
 
 	w.mu.Lock()
-	w.txnProduced, w.txnFirst = false, time.Time{}
+	w.tx.produced, w.tx.first = false, time.Time{}
 	if committed {
 		for id, o := range points {
 			if p, ok := w.parts[id]; ok {
 				p.committed, p.meta, p.metaAt = max(p.committed, o.Offset), o.meta, o.Offset
 			}
 		}
-		clear(w.retries)
-		w.txnMoves = nil
+		clear(w.tx.retries)
+		w.tx.moves = nil
 		w.progress(w.cfg.NowFunc())
 		w.log.Debug("transaction_committed", "offsets", points)
 	} else {
@@ -235,9 +245,9 @@ func (w *worker) settle(ctx context.Context) (points map[int32]txnPoint, consist
 			w.log.Warn("flush_on_commit_failed", "err", err)
 		}
 		w.mu.Lock()
-		before := w.txnProduces
+		before := w.tx.produces
 		w.applyAcks(w.cfg.NowFunc())
-		if w.txnProduces != before && ctx.Err() == nil {
+		if w.tx.produces != before && ctx.Err() == nil {
 			w.mu.Unlock()
 			continue
 		}
@@ -287,7 +297,7 @@ func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, points map[in
 func (w *worker) rewind() {
 	for e := range w.held.all() {
 		if e.attempts > 0 && !e.part.gone {
-			w.retries[retryKey{e.part.id, e.src.Offset}] = retryState{e.first, e.attempts, e.lastErr}
+			w.tx.retries[retryKey{e.part.id, e.src.Offset}] = retryState{e.first, e.attempts, e.lastErr}
 		}
 	}
 	offsets := map[int32]kgo.EpochOffset{}
@@ -312,18 +322,18 @@ func (w *worker) rewind() {
 	w.held, w.heldRetry = nil, 0
 	// Copies moved ahead in the aborted transaction were never made: their
 	// originals must not be dropped, and the scan must run again.
-	for _, m := range w.txnMoves {
+	for _, m := range w.tx.moves {
 		w.cmds.unmove(m.id, m.cmd, m.source)
 	}
-	w.txnMoves = nil
-	w.scanFrom = 0
+	w.tx.moves = nil
+	w.scans.from = 0
 	w.cl.setOffsets(offsets)
 }
 
 // recall gives a record taken again after a rewind the retry state it had.
 // mu must be held.
 func (w *worker) recall(e *entry) {
-	if s, ok := w.retries[retryKey{e.part.id, e.src.Offset}]; ok {
+	if s, ok := w.tx.retries[retryKey{e.part.id, e.src.Offset}]; ok {
 		e.first, e.attempts, e.lastErr = s.first, s.attempts, s.lastErr
 	}
 }

@@ -45,7 +45,7 @@ func (w *worker) wakeAt(soonest, now time.Time) time.Time {
 // mu must be held.
 func (w *worker) commitWake(now time.Time) time.Time {
 	if w.txn != nil {
-		if !w.txnProduced {
+		if !w.tx.produced {
 			return time.Time{}
 		}
 	} else if !w.committing && !w.uncommittedWork() {
@@ -98,10 +98,7 @@ func (w *worker) wake() {
 // pending: their callback may have come during the cycle, before wakeAfter
 // was set, and found no reason to wake.
 func (w *worker) sleep(ctx context.Context, timer *time.Timer, wake time.Time) {
-	w.ackMu.Lock()
-	due := w.failed || (w.wakeAfter > 0 && w.acked >= w.wakeAfter)
-	w.ackMu.Unlock()
-	if due {
+	if w.inbox.due() {
 		return
 	}
 	var at <-chan time.Time

@@ -134,7 +134,7 @@ func TestSleepWakes(t *testing.T) {
 	t.Run("a failure pending is not slept on", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			w := newSleeper()
-			w.failed = true // applied by the next cycle's applyAcks
+			w.inbox.failed = true // applied by the next cycle's applyAcks
 			if asleep(sleeper(t, t.Context(), w, time.Time{})) {
 				t.Error("with a failed produce not yet applied the loop sleeps, want a cycle now")
 			}
@@ -144,7 +144,7 @@ func TestSleepWakes(t *testing.T) {
 	t.Run("acknowledged bytes reaching wakeAfter are not slept on", func(t *testing.T) {
 		synctest.Test(t, func(t *testing.T) {
 			w := newSleeper()
-			w.wakeAfter, w.acked = 100, 100
+			w.inbox.wakeAfter, w.inbox.acked = 100, 100
 			if asleep(sleeper(t, t.Context(), w, time.Time{})) {
 				t.Error("with enough acknowledged to unfill the buffer the loop sleeps, want a cycle now")
 			}

@@ -70,30 +70,18 @@ type worker struct {
 	uncommittedDue time.Time
 	inherit        map[int32]inherited // exactly-once: the commits partitions start from (txn_skips.go), under handedOn
 	buf            buffer
-	cmdVersion     uint64     // the commands' version when held records were last looked at
-	scanFrom       int        // the next of the commands' ready list to look for (command_scan.go)
-	scanning       bool       // a scan is in flight
-	side           *partition // the partition of copies moved ahead by a scan: never committed
+	cmdVersion     uint64    // the commands' version when held records were last looked at
+	scans          scanState // looking for records that commands name (command_scan.go)
 	runCtx         context.Context
 	stopped        bool // shut down: fetches of a shared client are no longer taken
 
-	// ackMu guards what produce callbacks and the commit goroutine leave for
-	// the loop: a failure, or enough acknowledged bytes to resume a full
-	// buffer, also wakes it.
-	ackMu      sync.Mutex
-	acks       []ack
-	spareAcks  []ack // the loop's: the slice applyAcks gives acks next
-	failed     bool  // an ack in acks is a failure
-	acked      int64 // bytes of the successful acks in acks
-	wakeAfter  int64 // wake the loop once acked reaches it; 0: never
-	commitDone *commitResult
-	found      []found // what the scan in flight found
-	scanDone   bool    // the scan in flight ended
+	// What produce callbacks, the background commit and the scan leave for
+	// the loop, under a lock of its own (inbox.go).
+	inbox inbox
 
 	wakeCh chan struct{} // the loop's wake-ups (wake.go); capacity 1
 
 	commits sync.WaitGroup // the background commit in flight
-	scans   sync.WaitGroup // the scan in flight (command_scan.go)
 
 	mem *memoryReleaser // told when the worker drains; nil outside a Forwarder
 
@@ -103,12 +91,7 @@ type worker struct {
 	resumeAt map[int32]kgo.EpochOffset // see lost
 	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
 
-	// Exactly-once only, touched by the loop goroutine alone (txn.go).
-	txnProduced bool                    // something was produced in the open transaction
-	txnFirst    time.Time               // when the first of it was (txnEnd)
-	txnProduces int                     // produces so far, to see whether applying acks produced more
-	retries     map[retryKey]retryState // failed records' retry state, kept across an abort
-	txnMoves    []moveMark              // records moved ahead in the open transaction: undone by an abort
+	tx txnState // exactly-once only, touched by the loop goroutine alone (txn.go)
 }
 
 // metadataMaxAge is how often a forwarder's client reloads metadata:
@@ -188,9 +171,9 @@ func makeWorker(cfg *Config, s stage, owners *owners) *worker {
 		start:      cfg.NowFunc(),
 		parts:      map[int32]*partition{},
 		owners:     owners,
-		side:       newPartition(-1, 0),
+		scans:      scanState{side: newPartition(-1, 0)},
 		buf:        buffer{limit: cfg.bufferReserve(), whole: cfg.bufferReserve()},
-		retries:    map[retryKey]retryState{},
+		tx:         txnState{retries: map[retryKey]retryState{}},
 		wakeCh:     make(chan struct{}, 1),
 	}
 }
@@ -373,9 +356,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 		w.commit(now)
 	}
 	w.releaseIfDrained()
-	w.ackMu.Lock()
-	w.wakeAfter = w.buf.wakeAfter(w.mayBorrow())
-	w.ackMu.Unlock()
+	w.inbox.setWakeAfter(w.buf.wakeAfter(w.mayBorrow()))
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
 			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)
