@@ -63,13 +63,13 @@ func (w *worker) commit(now time.Time) {
 // mu must be held.
 //
 // It first waits for a background commit in flight, which needs only the
-// inbox's lock to finish. The client orders only commits it has been given: a background
-// commit whose goroutine started but has not reached the client yet (or
-// waits, as every commit does, for a join to end) could otherwise be sent
-// after this one and move the group's offsets back, and the next owner
-// would deliver again what lies between. The wait is short: that commit
-// runs within ShutdownTimeout, and no join runs while a revoke callback
-// does (franz-go calls it before the join, or after the sync).
+// inbox's lock to finish. The client orders only commits it has been
+// given: a background commit whose goroutine started but has not reached
+// the client yet (or waits, as every commit does, for a join to end) could
+// otherwise be sent after this one and move the group's offsets back, and
+// the next owner would deliver again what lies between. The wait is short:
+// that commit runs within ShutdownTimeout, and no join runs while a revoke
+// callback does (franz-go calls it before the join, or after the sync).
 func (w *worker) commitNow(ctx context.Context) {
 	w.commits.Wait()
 	if parts, offsets := w.uncommitted(); len(offsets) > 0 {
