@@ -34,7 +34,7 @@ type buffer struct {
 	whole  int64 // the reserve while nothing is held beside the records, limit being it scaled (pool.scale); 0 keeps limit
 	joined bool  // the pool counts limit among the reserves (join)
 	bytes  int64 // held now
-	full   bool  // fetching is paused until bytes falls to limit/2 or the pool drains
+	full   bool  // fetching is paused (or the poll held) until bytes falls to limit/2 or the pool drains
 	idle   bool  // the whole topic is paused too (pauseIdle)
 	// holding says the worker holds the shared client's poll instead of
 	// pausing (pollHold); expired, that it held it too long and pauses
@@ -161,8 +161,7 @@ func (w *worker) throttle() {
 	if !idle {
 		w.buf.expired = false
 	}
-	hold := idle && !w.buf.expired && w.cl.hold != nil && !w.stopped && w.runCtx != nil && w.runCtx.Err() == nil &&
-		w.onTheirWay(w.cfg.NowFunc())
+	hold := idle && !w.buf.expired && w.mayHold()
 	holdChanged := w.setHolding(hold)
 	idle = idle && !hold
 	// The whole topic is paused before its partitions one by one, and
@@ -199,15 +198,17 @@ func (w *worker) setHolding(hold bool) bool {
 	return true
 }
 
-// onTheirWay reports whether what the worker holds is on its way to the
-// broker or due now: nothing held for a time, no head that waits. Then
-// acknowledgements make room within a round trip, which a hold of the poll
-// waits for; records held for their time make room only at that time, and
-// a hold would only delay the other stages.
-func (w *worker) onTheirWay(now time.Time) bool {
-	if len(w.held) > 0 {
+// mayHold reports whether a full worker may hold the poll: it runs on the
+// shared client, and what it holds is on its way to the broker or due now
+// (nothing held for a time, no head that waits). Then acknowledgements make
+// room within a round trip, which a hold waits for; records held for their
+// time make room only at that time, and a hold would only delay the other
+// stages.
+func (w *worker) mayHold() bool {
+	if w.cl.hold == nil || w.stopped || w.runCtx == nil || w.runCtx.Err() != nil || len(w.held) > 0 {
 		return false
 	}
+	now := w.cfg.NowFunc()
 	for _, p := range w.parts {
 		if len(p.queue) > 0 && w.releaseAt(p.queue[0], now).After(now) {
 			return false

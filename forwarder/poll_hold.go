@@ -26,19 +26,19 @@ import (
 // that fetch at once.
 //
 // A hold delays every other stage's records for as long as it lasts, so a
-// poll waits max at most: then every worker still holding it pauses its
+// poll waits limit at most: then every worker still holding it pauses its
 // source instead (worker.expireHold), as it would with a client of its own.
 type pollHold struct {
-	max time.Duration
+	limit time.Duration
 
 	mu      sync.Mutex
 	holders map[*worker]struct{}
 	changed chan struct{} // a hold was released; capacity 1
 }
 
-// newPollHold returns a pollHold whose poll waits up to max.
-func newPollHold(max time.Duration) *pollHold {
-	return &pollHold{max: max, holders: map[*worker]struct{}{}, changed: make(chan struct{}, 1)}
+// newPollHold returns a pollHold whose poll waits up to limit.
+func newPollHold(limit time.Duration) *pollHold {
+	return &pollHold{limit: limit, holders: map[*worker]struct{}{}, changed: make(chan struct{}, 1)}
 }
 
 // holdMax is how long a poll of the shared client waits for the workers
@@ -66,15 +66,15 @@ func (h *pollHold) release(w *worker) {
 	}
 }
 
-// wait returns once no worker holds the poll, after max, or once ctx ends.
-// After max, each worker still holding it pauses its source instead. Only
-// the poll loop calls it, outside the poll gate and with no worker's mu
-// held: expireHold takes that mu.
+// wait returns once no worker holds the poll, after limit, or once ctx
+// ends. After limit, each worker still holding it pauses its source
+// instead. Only the poll loop calls it, outside the poll gate and with no
+// worker's mu held: expireHold takes that mu.
 func (h *pollHold) wait(ctx context.Context) {
 	if h == nil || !h.held() {
 		return
 	}
-	timer := time.NewTimer(h.max)
+	timer := time.NewTimer(h.limit)
 	defer timer.Stop()
 	for h.held() {
 		select {

@@ -20,6 +20,10 @@ func (w *worker) shutdown() {
 		w.cl.pauseSource()
 	}
 	w.mu.Lock()
+	// The source is paused: holding the poll for it would only delay the
+	// other stages. Released again once stopped, in case a fetch taken
+	// meanwhile held it anew.
+	w.setHolding(false)
 	w.handBack(func(*partition) bool { return true }, w.cfg.NowFunc())
 	w.mu.Unlock()
 	w.drainHeld(ctx)
@@ -47,7 +51,7 @@ func (w *worker) shutdown() {
 	// forwarder stops while the others run on.
 	w.mu.Lock()
 	w.stopped = true
-	w.setHolding(false) // the poll loop polls for the other stages
+	w.setHolding(false)
 	w.buf.detach()
 	w.mu.Unlock()
 }
