@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
-	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/stages"
 )
@@ -175,8 +174,8 @@ func (c *cluster) ready(ctx context.Context, coll *collector, topic string) erro
 // with its partitions assigned: from then on a record due is a record
 // forwarded, and the time the forwarder took to join its groups is not
 // counted as lateness.
-func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set, delivery forwarder.Delivery) error {
-	groups := forwarderGroups(in.Group(), set, delivery)
+func (c *cluster) waitReady(ctx context.Context, in Instance, set levels.Set) error {
+	groups := forwarderGroups(in.Group(), set)
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
 	for {
@@ -207,10 +206,9 @@ func (c *cluster) stable(ctx context.Context, groups []string) bool {
 }
 
 // forwarderGroups are the consumer groups of a forwarder with group and
-// levels: group itself at-least-once, the ingress router's and one per
-// level exactly-once.
-func forwarderGroups(group string, set levels.Set, delivery forwarder.Delivery) []string {
-	return stages.Groups(stages.Config{Group: group, Levels: set, ExactlyOnce: delivery == forwarder.ExactlyOnce}.Configured())
+// levels: group itself, in either delivery.
+func forwarderGroups(group string, set levels.Set) []string {
+	return stages.Groups(stages.Config{Group: group, Levels: set}.Configured())
 }
 
 // members returns the member ids of each group that is Stable; a group

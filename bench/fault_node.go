@@ -47,7 +47,7 @@ func (r *faultRun) nodeFor(ctx context.Context, role string) (int32, error) {
 	var err error
 	switch role {
 	case NodeGroupCoordinator:
-		id, err = coordinator(r.c.adm.FindGroupCoordinators(ctx, forwarderGroups(r.name, r.cfg.Levels, r.cfg.Delivery)[0]))
+		id, err = coordinator(r.c.adm.FindGroupCoordinators(ctx, forwarderGroups(r.name, r.cfg.Levels)[0]))
 	case NodeTxnCoordinator:
 		id, err = coordinator(r.c.adm.FindTxnCoordinators(ctx, r.txnID()))
 	case NodeController:
@@ -64,11 +64,10 @@ func (r *faultRun) nodeFor(ctx context.Context, role string) (int32, error) {
 	return id, nil
 }
 
-// txnID is the transactional id of the ingress router of the process in
-// slot 0, which the cluster scenarios never stop; no suffix off the
-// embedded broker.
+// txnID is the transactional id of the process in slot 0, which the
+// cluster scenarios never stop; no suffix off the embedded broker.
 func (r *faultRun) txnID() string {
-	return forwarder.TransactionalID(instanceID(r.name, 0), forwarder.IngressGroup(r.name), "")
+	return forwarder.TransactionalID(instanceID(r.name, 0), r.name, "")
 }
 
 // topics describes the scenario's topics, and with internal Kafka's

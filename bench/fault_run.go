@@ -141,7 +141,7 @@ func (r *faultRun) open(ctx context.Context) error {
 		r.res.Broker = "embedded broker of kdelay serve (" + brokers[0] + ")"
 	}
 	r.fleet = &fleet{cmd: cmd, setup: setup}
-	r.groups = forwarderGroups(r.name, r.cfg.Levels, r.cfg.Delivery)
+	r.groups = forwarderGroups(r.name, r.cfg.Levels)
 	switch {
 	case r.sc.ownBroker && len(r.cfg.Brokers) > 0:
 		r.kafka, err = newLocalKafka(ctx, r.cfg.LocalKafka, r.cfg.Brokers[0])

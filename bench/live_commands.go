@@ -199,7 +199,7 @@ func (p *phase) restart(ctx context.Context, name string) (time.Duration, error)
 		return 0, fmt.Errorf("start the forwarder again: %w", err)
 	}
 	p.in = in
-	if err := p.c.waitReady(ctx, in, p.cfg.Levels, p.cfg.Delivery); err != nil {
+	if err := p.c.waitReady(ctx, in, p.cfg.Levels); err != nil {
 		return 0, fmt.Errorf("start the forwarder again: %w", err)
 	}
 	return time.Since(start), nil

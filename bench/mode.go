@@ -59,7 +59,7 @@ func startPhase(ctx context.Context, c *cluster, cfg *Config, name string, mode 
 	stopCollector := func() { cancel(); <-coll.done }
 	in, err := cfg.Runner.Start(ctx, c.forwarderSetup(cfg, name, mode))
 	if err == nil {
-		err = c.waitReady(ctx, in, cfg.Levels, cfg.Delivery)
+		err = c.waitReady(ctx, in, cfg.Levels)
 	}
 	if err != nil {
 		if in != nil {

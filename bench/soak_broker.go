@@ -66,7 +66,7 @@ func startSoakBroker(run Command, set levels.Set, partitions int32) (*soakBroker
 // ready returns once the broker's own forwarder is in its groups on c: the
 // broker then takes connections, and creates topics.
 func (b *soakBroker) ready(ctx context.Context, c *cluster) error {
-	if err := c.waitReady(ctx, b.proc, b.level, forwarder.DefaultDelivery); err != nil {
+	if err := c.waitReady(ctx, b.proc, b.level); err != nil {
 		return fmt.Errorf("start the embedded broker: %w", err)
 	}
 	return nil

@@ -98,7 +98,7 @@ func (r *soakRun) start(ctx context.Context) error {
 	if err := r.startServe(ctx, setup); err != nil {
 		return err
 	}
-	if err := c.waitReady(ctx, r.in, cfg.Levels, cfg.Delivery); err != nil {
+	if err := c.waitReady(ctx, r.in, cfg.Levels); err != nil {
 		return fmt.Errorf("start kdelay serve: %w", err)
 	}
 	return r.startCollecting(ctx, name+".target")

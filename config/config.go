@@ -79,7 +79,7 @@ type Config struct {
 	ReplicationFactor int16         // replication-factor; -1 for the broker's default
 	Retention         time.Duration // retention; empty is defaultRetention
 	RetentionHeadroom time.Duration // retention-headroom
-	Group             string        // group: consumer group prefix
+	Group             string        // group: the consumer group of every stage
 	Mode              string        // mode: "exact" or "poll"
 	CheckInterval     time.Duration // check-interval
 	FetchMaxWait      time.Duration // fetch-max-wait

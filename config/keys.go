@@ -56,7 +56,7 @@ func keys() []key {
 		{"retention", kindDuration, "", "retention.ms of the topics kdelay creates, and on the embedded broker of those it creates on first use; at least the largest level plus retention-headroom; empty is " +
 			kdelay.DurationText(defaultRetention(false)) + ", or " + kdelay.DurationText(defaultRetention(true)) + " on the embedded broker"},
 		{"retention-headroom", kindDuration, kdelay.DurationText(forwarder.DefaultRetentionHeadroom), "how much longer than its level a level topic must keep records: how long kdelay may be down"},
-		{"group", kindString, forwarder.DefaultGroup, "consumer group prefix; kdelay processes sharing it share the work"},
+		{"group", kindString, forwarder.DefaultGroup, "the consumer group every stage is read with; kdelay processes sharing it share the work"},
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
 		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "the tick of poll mode; exact mode wakes when a head is due or a record arrives"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},

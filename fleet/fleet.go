@@ -39,7 +39,7 @@ type Config struct {
 	// prefix kdelay.DefaultPrefix, "kdelay".
 	Topics kdelay.Topics
 
-	// Group is the consumer group prefix serve runs with. Default
+	// Group is the consumer group serve runs with. Default
 	// forwarder.DefaultGroup, "kdelay".
 	Group string
 
@@ -47,11 +47,6 @@ type Config struct {
 	// to 2h. Level topics of the prefix not among them are read too: serve
 	// drains them.
 	Levels levels.Set
-
-	// Delivery is serve's delivery: at-least-once reads every stage with
-	// the consumer group Group, exactly-once each with a group of its own
-	// (stages.Config.ExactlyOnce). Default forwarder.DefaultDelivery.
-	Delivery forwarder.Delivery
 
 	// MaxDelay is serve's max-delay: a replay or a reschedule beyond it is
 	// refused, as serve would refuse it. Default kdelay.DefaultMaxDelay,
@@ -62,7 +57,6 @@ type Config struct {
 // WithDefaults returns a copy of c with every unset field set to its default.
 func (c Config) WithDefaults() Config {
 	c.Group = cmp.Or(c.Group, forwarder.DefaultGroup)
-	c.Delivery = cmp.Or(c.Delivery, forwarder.DefaultDelivery)
 	if len(c.Levels) == 0 {
 		c.Levels = levels.Default()
 	}

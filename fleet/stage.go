@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 
-	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/stages"
 )
 
@@ -15,7 +14,7 @@ import (
 type Stage = stages.Stage
 
 func (c Config) view() stages.Config {
-	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels, ExactlyOnce: c.Delivery == forwarder.ExactlyOnce}
+	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels}
 }
 
 // Stages are the ingress and the configured levels, then the level topics of

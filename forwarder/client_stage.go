@@ -143,11 +143,3 @@ func (c *stageClient) close() {
 		c.closed.Do(c.kafka.CloseAllowingRebalance)
 	}
 }
-
-// kill closes the client as a crash would, without letting a rebalance
-// held back by a poll go on: the tests' stand-in for SIGKILL.
-func (c *stageClient) kill() {
-	if c.own {
-		c.closed.Do(c.kafka.Close)
-	}
-}

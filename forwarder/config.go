@@ -160,9 +160,9 @@ type Config struct {
 	// Levels are the delay levels. Default levels.Default(), 1s to 2h.
 	Levels levels.Set
 
-	// Group prefixes the consumer group of each forwarder: "<group>.ingress",
-	// "<group>.level.1s". Every kdelay process that shares it shares the
-	// work. Default DefaultGroup, "kdelay".
+	// Group is the consumer group every stage of a process is read with, in
+	// either delivery. Every kdelay process that shares it shares the work.
+	// Default DefaultGroup, "kdelay".
 	Group string
 
 	// Mode is ModeExact or ModePoll. Default DefaultMode, ModeExact.
@@ -465,7 +465,7 @@ func (c *Config) stages() []stage {
 // view names the stages as Kafka shows them: package stages holds the list
 // and the group names, which kdelay status and the pending gauge read too.
 func (c *Config) view() stages.Config {
-	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels, ExactlyOnce: c.Delivery == ExactlyOnce}
+	return stages.Config{Topics: c.Topics, Group: c.Group, Levels: c.Levels}
 }
 
 // stage is what a worker needs of v: its group as a suffix of Config.Group.

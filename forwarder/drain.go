@@ -9,7 +9,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
-	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay/stages"
 )
@@ -83,21 +82,6 @@ func backlog(ctx context.Context, adm *kadm.Client, d dropped) (int64, error) {
 		return 0, err
 	}
 	return offs.Pending(d.view)
-}
-
-// drain runs a worker for a dropped level in g, and a watcher that stops it
-// once the level is empty. The worker gets a context of its own so that the
-// watcher stops it alone: it returns nil then, which leaves the errgroup and
-// every other worker running, and Run still waits for both to exit.
-func (f *Forwarder) drain(ctx context.Context, g *errgroup.Group, adm *kadm.Client, d dropped) error {
-	wctx, stop := context.WithCancel(ctx)
-	if err := f.start(wctx, g, d.stage); err != nil {
-		stop()
-		return err
-	}
-	f.logDraining(d)
-	g.Go(func() error { return watchDrain(ctx, adm, &f.cfg, d, stop) })
-	return nil
 }
 
 func (f *Forwarder) logDraining(d dropped) {

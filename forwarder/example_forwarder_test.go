@@ -42,9 +42,9 @@ func ExampleNew() {
 	// partitions: -1; use at least 1
 }
 
-// A server with levels of its own forwards through a topic and a consumer
-// group per level. Producers using package client need the same levels in
-// their ProducerConfig.
+// A server with levels of its own forwards through a topic per level, all
+// read in its one consumer group. Producers using package client need the
+// same levels in their ProducerConfig.
 func ExampleConfig_levels() {
 	set, err := levels.Parse([]string{"1s", "10s", "1m", "10m", "1h"})
 	if err != nil {
@@ -55,14 +55,14 @@ func ExampleConfig_levels() {
 		log.Fatal(err)
 	}
 	for _, name := range set.Names() {
-		fmt.Println(c.Topics.Level(name), forwarder.LevelGroup(c.Group, name))
+		fmt.Println(c.Topics.Level(name), c.Group)
 	}
 	// Output:
-	// kdelay.level.1s kdelay-eu.level.1s
-	// kdelay.level.10s kdelay-eu.level.10s
-	// kdelay.level.1m kdelay-eu.level.1m
-	// kdelay.level.10m kdelay-eu.level.10m
-	// kdelay.level.1h kdelay-eu.level.1h
+	// kdelay.level.1s kdelay-eu
+	// kdelay.level.10s kdelay-eu
+	// kdelay.level.1m kdelay-eu
+	// kdelay.level.10m kdelay-eu
+	// kdelay.level.1h kdelay-eu
 }
 
 // The defaults a zero Config gets, which kdelay serve has too.
@@ -75,8 +75,8 @@ func ExampleConfig_WithDefaults() {
 	// kdelay exact at-least-once 1s 10s
 }
 
-// The consumer groups a kdelay server joins, for tools that read its
-// progress from Kafka.
+// The consumer groups of the per-stage layout, whose offsets a kdelay server
+// takes over once, and which an operator deletes afterwards.
 func ExampleLevelGroup() {
 	fmt.Println(forwarder.IngressGroup("kdelay"))
 	fmt.Println(forwarder.LevelGroup("kdelay", "1s"))

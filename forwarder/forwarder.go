@@ -11,11 +11,9 @@ package forwarder
 import (
 	"context"
 	"errors"
-	"fmt"
 	"slices"
 	"sync"
 	"sync/atomic"
-	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kgo"
@@ -127,27 +125,10 @@ func (f *Forwarder) Run(ctx context.Context) error {
 }
 
 // startStages starts a worker for the ingress, each level and each dropped
-// level in g: on one shared client at-least-once (client_shared.go), on a
-// client each exactly-once. closeShared closes the shared client; nil
-// when there is none.
+// level in g, on one shared client (client_shared.go). closeShared closes
+// that client; nil when there is none, or when g closes it.
 func (f *Forwarder) startStages(ctx context.Context, g *errgroup.Group, adm *kadm.Client, drains []dropped) (closeShared func(), err error) {
-	if f.cfg.Delivery != ExactlyOnce {
-		return f.runShared(ctx, g, adm, drains)
-	}
-	if err := f.takeOverStages(ctx, adm, drains); err != nil {
-		return nil, err
-	}
-	for _, s := range f.cfg.stages() {
-		if err := f.start(ctx, g, s); err != nil {
-			return nil, err
-		}
-	}
-	for _, d := range drains {
-		if err := f.drain(ctx, g, adm, d); err != nil {
-			return nil, err
-		}
-	}
-	return nil, nil
+	return f.runShared(ctx, g, adm, drains)
 }
 
 // groups are the consumer groups of every forwarder started, each once.
@@ -163,58 +144,9 @@ func (f *Forwarder) groups() []string {
 	return groups
 }
 
-// adopt counts w among the Forwarder's workers.
-func (f *Forwarder) adopt(w *worker) {
-	w.cmds = f.cmds
-	w.mem = f.mem
-	w.buf.pool = f.pool
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	f.workers = append(f.workers, w)
-}
-
-// start runs a worker for stage s in g until ctx ends. A worker that stops
-// with errRenew is started again, with a new client and producer session
-// (renew.go), after a pause that doubles while it keeps stopping so.
-func (f *Forwarder) start(ctx context.Context, g *errgroup.Group, s stage) error {
-	w, err := f.newWorker(s, nil)
-	if err != nil {
-		return err
-	}
-	g.Go(func() error {
-		for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
-			started := time.Now()
-			err := w.run(ctx)
-			switch {
-			case !errors.Is(err, errRenew):
-				return err
-			case ctx.Err() != nil:
-				return nil // stopping anyway
-			}
-			if time.Since(started) > retryBackoffMax {
-				backoff = retryBackoffMin
-			}
-			f.cfg.Logger.Warn("transaction_session_renewed", "group", w.group, "in", backoff, "err", err)
-			select {
-			case <-ctx.Done():
-				return nil
-			case <-time.After(backoff):
-			}
-			if w, err = f.newWorker(s, w); err != nil {
-				return err
-			}
-		}
-	})
-	return nil
-}
-
-// newWorker makes the worker of stage s, in place of old if not nil: it
-// keeps old's counts, which the metrics must never see go back.
-func (f *Forwarder) newWorker(s stage, old *worker) (*worker, error) {
-	w, err := newWorker(&f.cfg, s, f.dlqMax, f.owners)
-	if err != nil {
-		return nil, fmt.Errorf("start forwarder for %s: %w", s.topic, err)
-	}
+// adopt counts w among the Forwarder's workers, in place of old if not nil:
+// it keeps old's counts, which the metrics must never see go back.
+func (f *Forwarder) adopt(w, old *worker) {
 	w.cmds = f.cmds
 	w.mem = f.mem
 	w.buf.pool = f.pool
@@ -225,10 +157,9 @@ func (f *Forwarder) newWorker(s stage, old *worker) (*worker, error) {
 		w.stats = old.stats
 		old.mu.Unlock()
 		f.workers[i] = w
-	} else {
-		f.workers = append(f.workers, w)
+		return
 	}
-	return w, nil
+	f.workers = append(f.workers, w)
 }
 
 // Stats sums what every forwarder did so far.

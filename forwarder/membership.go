@@ -44,7 +44,7 @@ func groupOpts(cfg *Config, group string) []kgo.Opt {
 		// beating often, rather than franz-go's every 3s, lets the
 		// survivors rejoin, and the partitions of a departed member move,
 		// sooner (heartbeatInterval).
-		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout, cfg.Delivery != ExactlyOnce)),
+		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
 		GroupRetryTimeout(cfg.SessionTimeout),
 	}
 }
@@ -84,18 +84,14 @@ func groupRetry(session time.Duration) time.Duration {
 }
 
 // heartbeatInterval is how often a member beats: a fortieth of the session
-// timeout with one group a process (shared, at-least-once), 250ms by
-// default, and a tenth with a group a stage (exactly-once), each at most
-// franz-go's default of 3s. A rebalance waits for every member to learn of
-// it at its next beat: during a rolling deploy of 3 processes at a tenth
-// (1s), records came up to 1.4s late while the floor's max was 0.14s
-// (docs/RELIABILITY.md, "A rolling deploy"). One group beats four times a
-// second where 19 beat once a second each.
-func heartbeatInterval(session time.Duration, shared bool) time.Duration {
-	if shared {
-		return min(session/40, 3*time.Second)
-	}
-	return min(session/10, 3*time.Second)
+// timeout, 250ms by default, at most franz-go's default of 3s. A rebalance
+// waits for every member to learn of it at its next beat: during a rolling
+// deploy of 3 processes at a tenth (1s), with a group a stage, records came
+// up to 1.4s late while the floor's max was 0.14s (docs/RELIABILITY.md, "A
+// rolling deploy"). One group a process beats four times a second where 19
+// beat once a second each.
+func heartbeatInterval(session time.Duration) time.Duration {
+	return min(session/40, 3*time.Second)
 }
 
 // DefaultInstanceID is the instance id of a process whose Config has none:

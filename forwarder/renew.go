@@ -19,40 +19,35 @@ import (
 // three brokers were down for seconds). franz-go cannot go on with a fenced
 // producer; only the first cause means another process took over. The
 // group tells them apart: a process with the same instance id joins the
-// worker's group too, and takes the member of that static instance id. If
-// the member is still ours, the worker starts again with a new producer
+// group too, and takes the member of that static instance id. If the member
+// is still ours, the stages start again with a new client and producer
 // session; if another holds it, this process is the one that must go.
 
-// errRenew is what a worker stops with when its producer session cannot go
-// on but no other process took over (a fence while no other process holds
-// the instance id, or a producer id franz-go failed for good): its
-// Forwarder starts it again with a new session.
+// errRenew is what the transaction loop stops with when its producer session
+// cannot go on but no other process took over (a fence while no other
+// process holds the instance id, or a producer id franz-go failed for
+// good): the Forwarder starts its stages again with a new session.
 var errRenew = errors.New("transactional producer session must start again")
 
-// fencedTxn is a fenced producer's error as the worker stops with it:
-// errRenew if no other member holds the instance id, the error that says to
-// give each process its own instance id if one does.
-func (w *worker) fencedTxn(ctx context.Context, err error) error {
+// fencedTxn is a fenced producer's error as the process's stages stop with
+// it: errRenew if no other member holds the instance id, the error that says
+// to give each process its own instance id if one does.
+func (t *txnLoop) fencedTxn(ctx context.Context, err error) error {
+	id := TransactionalID(t.cfg.InstanceID, t.cfg.Group, t.cfg.TransactionalIDSuffix)
 	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		// Not a fence at all: renewing would be refused the same way.
-		return fmt.Errorf("transactional id %s.%s: %w; allow this principal WRITE and DESCRIBE on transactional ids starting with %q",
-			w.cfg.InstanceID, w.group, err, w.cfg.InstanceID)
+		return fmt.Errorf("transactional id %s: %w; allow this principal WRITE and DESCRIBE on transactional ids starting with %q",
+			id, err, t.cfg.InstanceID)
 	}
-	other, derr := w.otherHoldsInstance(ctx)
+	other, derr := InstanceHeldElsewhere(ctx, t.sess.Client(), t.cfg.Group, t.cfg.InstanceID, t.cfg.ShutdownTimeout)
 	if derr != nil {
-		w.log.Warn("instance_id_holder_unknown", "err", derr)
+		t.log.Warn("instance_id_holder_unknown", "err", derr)
 	}
 	if other {
-		return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
-			w.cfg.InstanceID, w.group, err)
+		return fmt.Errorf("transactional id %s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
+			id, err)
 	}
 	return fmt.Errorf("%w: fenced while no other process holds the instance id: %w", errRenew, err)
-}
-
-// otherHoldsInstance reports whether a member of the worker's group other
-// than its own client holds its instance id (InstanceHeldElsewhere).
-func (w *worker) otherHoldsInstance(ctx context.Context) (bool, error) {
-	return InstanceHeldElsewhere(ctx, w.cl.kafka, w.group, w.cfg.InstanceID, w.cfg.ShutdownTimeout)
 }
 
 // InstanceHeldElsewhere reports whether a member of group other than cl's

@@ -59,7 +59,7 @@ func TestFencedProducerRenews(t *testing.T) {
 	if ids := kafkatest.IDs(got); len(ids) != n {
 		t.Fatalf("%d of %d records delivered within 30s of the fence", len(ids), n)
 	}
-	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
 	seenOnce(t, kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))))
@@ -108,7 +108,7 @@ func TestConcurrentTransactionsRenews(t *testing.T) {
 	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 	_, stop := fx.start(cfg)
 
-	// Only the ingress's first commit and its tries again, which carry its
+	// Only the first commit and its tries again, which carry its
 	// producer epoch: the renewed session's producer has a new one, and its
 	// commits pass.
 	var (
@@ -126,7 +126,7 @@ func TestConcurrentTransactionsRenews(t *testing.T) {
 	}
 	busy := fx.cluster.Fake.Fault(kfake.Fault{
 		Keys:  []kmsg.Key{kmsg.EndTxn},
-		TxnID: TransactionalID(cfg.InstanceID, IngressGroup(cfg.Group), cfg.TransactionalIDSuffix),
+		TxnID: TransactionalID(cfg.InstanceID, cfg.Group, cfg.TransactionalIDSuffix),
 		Err:   kerr.ConcurrentTransactions,
 		Count: -1,
 		When:  first,
@@ -147,7 +147,7 @@ func TestConcurrentTransactionsRenews(t *testing.T) {
 	if ids := kafkatest.IDs(got); len(ids) != n {
 		t.Fatalf("%d of %d records delivered within 30s of the refused commit", len(ids), n)
 	}
-	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
 	seenOnce(t, kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))))

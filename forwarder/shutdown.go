@@ -19,6 +19,7 @@ func (w *worker) shutdown() {
 		// more for this one (a dropped level drained, or a stop).
 		w.cl.pauseSource()
 	}
+	release := w.producing()
 	w.mu.Lock()
 	// The source is paused: holding the poll for it would only delay the
 	// other stages. Released again once stopped, in case a fetch taken
@@ -26,17 +27,14 @@ func (w *worker) shutdown() {
 	w.setHolding(false)
 	w.handBack(func(*partition) bool { return true }, w.cfg.NowFunc())
 	w.mu.Unlock()
+	release()
 	w.drainHeld(ctx)
 	if err := w.cl.flush(ctx); err != nil {
 		w.log.Warn("flush_on_shutdown_failed", "err", err)
 	}
-	if w.txn != nil {
-		// The last transaction: committed, or aborted and replayed by the
-		// next owner.
-		if err := w.endTxn(ctx, ctx); err != nil {
-			w.log.Warn("commit_on_shutdown_failed", "err", err)
-		}
-	} else {
+	// Exactly-once, the last transaction ends once every stage has stopped
+	// (txnLoop.last).
+	if w.txn == nil {
 		w.mu.Lock()
 		w.applyAcks(w.cfg.NowFunc())
 		w.commitNow(ctx)
@@ -66,6 +64,7 @@ func (w *worker) drainHeld(ctx context.Context) {
 // others are released as the loop would.
 func (w *worker) drain(ctx context.Context, wait func(*entry) bool) {
 	for {
+		release := w.producing()
 		w.mu.Lock()
 		now := w.cfg.NowFunc()
 		w.applyAcks(now)
@@ -77,6 +76,7 @@ func (w *worker) drain(ctx context.Context, wait func(*entry) bool) {
 			}
 		}
 		w.mu.Unlock()
+		release()
 		if soonest.IsZero() {
 			return
 		}

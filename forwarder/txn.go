@@ -1,9 +1,7 @@
 package forwarder
 
 import (
-	"context"
 	"errors"
-	"fmt"
 	"maps"
 	"time"
 
@@ -14,13 +12,14 @@ import (
 
 // Exactly-once delivery (Config.Delivery ExactlyOnce).
 //
-// A worker produces into one open transaction at a time, and ends it
-// CommitLinger after its first produce (txnEnd): it waits for every produce
-// to be acknowledged, commits its partitions' commit points inside the
-// transaction (TxnOffsetCommit, fenced by the group generation as KIP-447
-// says), and commits the transaction; the next one begins at once. A read_committed
-// consumer thus sees a record and the offset it came from committed
-// together, or neither: a crash or an abort replays exactly what it never saw.
+// Every worker of a process produces into one open transaction, which
+// txnLoop ends CommitLinger after its first produce (txn_loop.go): it waits
+// for every produce to be acknowledged, commits every partition's commit
+// point inside the transaction (TxnOffsetCommit, fenced by the group
+// generation as KIP-447 says), and commits the transaction; the next one
+// begins at once. A read_committed consumer thus sees a record and the
+// offset it came from committed together, or neither: a crash or an abort
+// replays exactly what it never saw.
 //
 // Two things differ from franz-go's GroupTransactSession used as is:
 //
@@ -39,10 +38,11 @@ import (
 // retried keeps its retry state across a rewind, so that DeliveryTimeout
 // still bounds it.
 
-// txnOpts are the options of a worker's client in exactly-once delivery.
-func txnOpts(cfg *Config, group string) []kgo.Opt {
+// txnOpts are the options of the forwarders' client in exactly-once
+// delivery.
+func txnOpts(cfg *Config) []kgo.Opt {
 	return []kgo.Opt{
-		kgo.TransactionalID(TransactionalID(cfg.InstanceID, group, cfg.TransactionalIDSuffix)),
+		kgo.TransactionalID(TransactionalID(cfg.InstanceID, cfg.Group, cfg.TransactionalIDSuffix)),
 		// An open transaction holds back every read_committed consumer of
 		// the partitions it wrote to: a process that dies for good must not
 		// hold them long. One that restarts aborts it at once (see
@@ -66,11 +66,9 @@ func txnTimeout(cfg *Config) time.Duration {
 	return max(10*cfg.CommitInterval, 15*time.Second)
 }
 
-// txnState is a worker's bookkeeping of its open transaction. Only the
-// worker's loop touches it.
+// txnState is a worker's bookkeeping of the open transaction, under its mu.
 type txnState struct {
-	produced bool                    // something was produced in the open transaction
-	first    time.Time               // when the first of it was (txnEnd)
+	produced bool                    // the worker produced in the open transaction
 	produces int                     // produces so far, to see whether applying acks produced more
 	retries  map[retryKey]retryState // failed records' retry state, kept across an abort
 	moves    []moveMark              // records moved ahead in the open transaction: undone by an abort
@@ -89,76 +87,65 @@ type retryKey struct {
 	offset    int64
 }
 
-// endTxnIfDue ends the open transaction at txnEnd, if anything was produced
-// in it. The loop calls it without mu: End waits for the session's
-// rebalance lock, which a revoke holds while it calls revoked, which takes
-// mu.
-func (w *worker) endTxnIfDue(run context.Context, now time.Time) error {
-	if !w.tx.produced || now.Before(w.txnEnd()) {
-		return nil
-	}
-	w.lastCommit = now
-	ctx, cancel := context.WithTimeout(context.Background(), w.cfg.ShutdownTimeout)
-	defer cancel()
-	return w.endTxn(ctx, run)
-}
-
-// noteProduced marks the open transaction as holding a produce, the first
-// one starting its linger. Only the loop calls it.
+// noteProduced marks the open transaction as holding a produce of this
+// worker. mu must be held.
 func (w *worker) noteProduced() {
-	if !w.tx.produced {
-		w.tx.produced, w.tx.first = true, w.cfg.NowFunc()
+	if w.txn != nil {
+		w.tx.produced = true
+		w.txn.noteProduced(w.cfg.NowFunc())
 	}
 }
 
-// txnEnd is when the open transaction, which holds a produce, ends:
-// CommitLinger after its first produce, or CommitInterval after the last
-// end if that is sooner. Ending it at every CommitInterval alone, as until
-// 2026-11-28, showed each record up to a second late to a read_committed
-// consumer, and held back the records of others written after it.
-func (w *worker) txnEnd() time.Time {
-	return earliest(w.lastCommit.Add(w.cfg.CommitInterval), w.tx.first.Add(w.cfg.CommitLinger))
+// producing keeps the transaction from ending while the caller may produce
+// (txnLoop.barrier); release lets it end. A no-op at-least-once. Taken
+// before mu.
+func (w *worker) producing() (release func()) {
+	if w.txn == nil {
+		return func() {}
+	}
+	w.txn.barrier.RLock()
+	return w.txn.barrier.RUnlock
 }
 
-// endTxn commits the open transaction with the partitions' commit points, or
-// aborts it and rewinds, then begins the next one. A commit End did not hear
-// confirmed (ctx ended, the coordinator died) is resolved from the group's
-// offsets (txn_resolve.go), never taken for an abort.
-//
-// The client's poll loop stays out of PollFetches from before End reads the
-// offsets polled until after Begin (poll_gate.go): franz-go forbids a poll
-// beside either. mu is not held while the gate is closed, since the loop may
-// wait for it in take.
-func (w *worker) endTxn(ctx, run context.Context) error {
-	release := w.cl.holdPolls()
-	defer release()
-	points, consistent := w.settle(ctx)
-	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
-		setTxnOffsets(req, w.source, points)
-		return nil
-	}
+// applyTxnAcks applies the outcome of what the worker produced, and reports
+// whether that produced more (a refused record becomes a dead letter).
+func (w *worker) applyTxnAcks() (more bool) {
 	w.mu.Lock()
-	before := w.groupAtMost(points)
-	w.mu.Unlock()
-	committed, err := w.txn.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
-	resolved := false
-	if !committed && !fenced(err) {
-		// End may have given up with the transaction still open (its
-		// flush or EndTxn outlasted ctx: a broker restarting), or with a
-		// commit whose answer never came: ending it here settles either
-		// on the broker. It comes before the rewind below, whose offsets
-		// it would otherwise reset.
-		if aerr := w.abortOpen(run); aerr != nil {
-			return aerr
-		}
-		if consistent && len(points) > 0 && run.Err() == nil {
-			committed = w.committedAfterAll(run, points, before)
-			resolved = committed
-		}
-	}
+	defer w.mu.Unlock()
+	before := w.tx.produces
+	w.applyAcks(w.cfg.NowFunc())
+	return w.tx.produces != before
+}
 
+// txnPoints is what the transaction commits for the worker's partitions:
+// those whose commit point or skips moved. ok is false when a partition's
+// skips do not fit in a commit's metadata.
+func (w *worker) txnPoints() (points map[int32]txnPoint, ok bool) {
 	w.mu.Lock()
-	w.tx.produced, w.tx.first = false, time.Time{}
+	defer w.mu.Unlock()
+	points, ok = map[int32]txnPoint{}, true
+	for id, p := range w.parts {
+		pt := p.txnPoint()
+		if pt.Offset > p.committed || pt.meta != p.meta {
+			points[id] = pt
+		}
+		if len(pt.meta) > maxSkipsMeta {
+			ok = false
+		}
+	}
+	return points, ok
+}
+
+// txnEnded takes the outcome of the transaction that tried to commit points:
+// the partitions move on to them, or every partition is read again from its
+// commit point (rewind). resolved says the commit was found in the group
+// after End did not hear it (txn_resolve.go): the client read on from where
+// it believed itself committed, so the worker rewinds then too.
+func (w *worker) txnEnded(points map[int32]txnPoint, committed, resolved bool, err error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	produced := w.tx.produced
+	w.tx.produced = false
 	if committed {
 		for id, o := range points {
 			if p, ok := w.parts[id]; ok {
@@ -167,125 +154,45 @@ func (w *worker) endTxn(ctx, run context.Context) error {
 		}
 		clear(w.tx.retries)
 		w.tx.moves = nil
-		w.progress(w.cfg.NowFunc())
-		w.log.Debug("transaction_committed", "offsets", points)
-	} else {
+		if produced {
+			w.progress(w.cfg.NowFunc())
+		}
+		if len(points) > 0 {
+			w.log.Debug("transaction_committed", "offsets", points)
+		}
+	} else if produced {
 		w.stats.Aborted++
 		w.noteFailure(StuckTransaction, err)
-		w.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
 	}
 	if !committed || resolved {
-		// The client read on from where it believed itself committed:
-		// read each partition again from its commit point.
 		w.rewind()
 	}
-	w.mu.Unlock()
-	if err != nil && fenced(err) {
-		return w.fencedTxn(run, err)
-	}
-	return w.begin(run)
+	// A partition holding a record may take more now (roomInWindow).
+	w.nudge()
 }
 
-// begin begins the next transaction. Not when stopping: abortOpen gave up on
-// a transaction the broker aborts at its timeout, and the loop ends.
-func (w *worker) begin(run context.Context) error {
-	err := w.txn.Begin()
-	switch {
-	case err == nil || run.Err() != nil:
-		return nil
-	case fenced(err):
-		return w.fencedTxn(run, err)
-	case errors.Is(err, kerr.ConcurrentTransactions):
-		// The last End's EndTxn (or AddOffsetsToTxn) was answered
-		// CONCURRENT_TRANSACTIONS until its context ran out, as while a
-		// coordinator that just took over writes the markers of the
-		// transaction before. franz-go then fails the producer id for
-		// good, because kerr counts the error not retriable (txn.go
-		// EndTransaction), though it passes by itself; every Begin after
-		// is refused. A new session starts where this one cannot
-		// (renew.go; TestConcurrentTransactionsRenews).
-		return fmt.Errorf("%w: begin transaction: %w", errRenew, err)
-	}
-	return fmt.Errorf("begin transaction: %w", err)
-}
-
-// abortOpen aborts the open transaction, trying again with a backoff until
-// the broker takes it or run ends. Nothing can be delivered meanwhile: the
-// records the transaction holds are read again after it.
-func (w *worker) abortOpen(run context.Context) error {
-	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
-		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)
-		_, err := w.txn.End(ctx, kgo.TryAbort)
-		cancel()
-		switch {
-		case err == nil:
-			return nil
-		case fenced(err):
-			return w.fencedTxn(run, err)
-		case run.Err() != nil:
-			return nil // stopping: the broker aborts it at the transaction timeout
-		}
-		w.log.Warn("transaction_abort_failed", "retry_in", backoff, "err", err)
-		select {
-		case <-run.Done():
-			return nil
-		case <-time.After(backoff):
-		}
-	}
-}
-
-// settle waits until every record produced in the transaction is
-// acknowledged and its outcome applied (a refused record becomes a dead
-// letter, produced in turn), and returns what to commit for the partitions
-// whose commit point or skips moved. consistent is false when ctx ended
-// first, or a partition's skips do not fit in a commit's metadata.
-func (w *worker) settle(ctx context.Context) (points map[int32]txnPoint, consistent bool) {
-	for {
-		if err := w.cl.flush(ctx); err != nil {
-			w.log.Warn("flush_on_commit_failed", "err", err)
-		}
-		w.mu.Lock()
-		before := w.tx.produces
-		w.applyAcks(w.cfg.NowFunc())
-		if w.tx.produces != before && ctx.Err() == nil {
-			w.mu.Unlock()
-			continue
-		}
-		points = map[int32]txnPoint{}
-		consistent = ctx.Err() == nil
-		for id, p := range w.parts {
-			pt := p.txnPoint()
-			if pt.Offset > p.committed || pt.meta != p.meta {
-				points[id] = pt
-			}
-			if len(pt.meta) > maxSkipsMeta {
-				consistent = false
-			}
-		}
-		w.mu.Unlock()
-		return points, consistent
-	}
-}
-
-// setTxnOffsets makes req commit points for topic, and nothing else.
-func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, points map[int32]txnPoint) {
-	rt := kmsg.NewTxnOffsetCommitRequestTopic()
-	rt.Topic = topic
+// setTxnOffsets makes req commit each worker's points for its source, and
+// nothing else.
+func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, points map[*worker]map[int32]txnPoint) {
+	ids := map[string][16]byte{}
 	for _, t := range req.Topics {
-		if t.Topic == topic {
-			rt.TopicID = t.TopicID
-		}
-	}
-	for id, o := range points {
-		rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
-		rp.Partition = id
-		rp.Offset = o.Offset
-		rp.LeaderEpoch = o.Epoch
-		rp.Metadata = &o.meta
-		rt.Partitions = append(rt.Partitions, rp)
+		ids[t.Topic] = t.TopicID
 	}
 	req.Topics = req.Topics[:0]
-	if len(rt.Partitions) > 0 {
+	for w, pts := range points {
+		if len(pts) == 0 {
+			continue
+		}
+		rt := kmsg.NewTxnOffsetCommitRequestTopic()
+		rt.Topic, rt.TopicID = w.source, ids[w.source]
+		for id, o := range pts {
+			rp := kmsg.NewTxnOffsetCommitRequestTopicPartition()
+			rp.Partition = id
+			rp.Offset = o.Offset
+			rp.LeaderEpoch = o.Epoch
+			rp.Metadata = &o.meta
+			rt.Partitions = append(rt.Partitions, rp)
+		}
 		req.Topics = append(req.Topics, rt)
 	}
 }

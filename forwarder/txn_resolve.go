@@ -39,50 +39,65 @@ func (w *worker) groupAtMost(tried map[int32]txnPoint) map[int32]txnPoint {
 }
 
 // committedAfterAll reports whether the transaction that tried to commit
-// offsets committed after all. The client must have ended the transaction
+// points committed after all. The client must have ended the transaction
 // (abortOpen): ending it settles a pending outcome on the broker. before is
-// groupAtMost from before it. Only a partition the worker still owns, moved
-// past before, decides; with none, the transaction counts as aborted and is
-// replayed, as before: at worst records are delivered twice, never lost. So
-// does a group that cannot be read for a transaction timeout (an ACL, a
-// coordinator away for long): the worker must not wait on it for ever.
-func (w *worker) committedAfterAll(run context.Context, offsets map[int32]txnPoint, before map[int32]txnPoint) bool {
-	adm := w.cl.admin()
-	giveUp := time.Now().Add(txnTimeout(w.cfg))
+// each worker's groupAtMost from before it. Only a partition a worker still
+// owns, moved past before, decides; with none, the transaction counts as
+// aborted and is replayed, as before: at worst records are delivered twice,
+// never lost. So does a group that cannot be read for a transaction timeout
+// (an ACL, a coordinator away for long): the process must not wait on it for
+// ever.
+func (t *txnLoop) committedAfterAll(run context.Context, points, before map[*worker]map[int32]txnPoint) bool {
+	adm := kadm.NewClient(t.sess.Client())
+	giveUp := time.Now().Add(txnTimeout(t.cfg))
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
-		ctx, cancel := context.WithTimeout(run, w.cfg.ShutdownTimeout)
-		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), w.group)
+		ctx, cancel := context.WithTimeout(run, t.cfg.ShutdownTimeout)
+		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), t.cfg.Group)
 		cancel()
-		if err == nil {
-			err = unstable(got, w.source)
+		for w := range points {
+			if err == nil {
+				err = unstable(got, w.source)
+			}
 		}
 		if err == nil {
-			w.mu.Lock()
-			owned := make(map[int32]txnPoint, len(offsets))
-			for id, o := range offsets {
-				if _, ok := w.parts[id]; ok {
-					owned[id] = o
+			decided := 0
+			for w, pts := range points {
+				committed, d := outcome(got, w.source, w.owned(pts), before[w])
+				if decided += d; committed {
+					t.log.Info("transaction_outcome_resolved", "committed", true, "decided_by", decided)
+					return true
 				}
 			}
-			w.mu.Unlock()
-			committed, decided := outcome(got, w.source, owned, before)
-			w.log.Info("transaction_outcome_resolved", "committed", committed, "decided_by", decided)
-			return committed
+			t.log.Info("transaction_outcome_resolved", "committed", false, "decided_by", decided)
+			return false
 		}
 		if run.Err() != nil {
 			return false
 		}
 		if time.Now().After(giveUp) {
-			w.log.Warn("transaction_outcome_unknown", "replay", true, "err", err)
+			t.log.Warn("transaction_outcome_unknown", "replay", true, "err", err)
 			return false
 		}
-		w.log.Warn("transaction_outcome_unknown", "retry_in", backoff, "err", err)
+		t.log.Warn("transaction_outcome_unknown", "retry_in", backoff, "err", err)
 		select {
 		case <-run.Done():
 			return false
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// owned is the points of partitions the worker still owns.
+func (w *worker) owned(points map[int32]txnPoint) map[int32]txnPoint {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	owned := make(map[int32]txnPoint, len(points))
+	for id, o := range points {
+		if _, ok := w.parts[id]; ok {
+			owned[id] = o
+		}
+	}
+	return owned
 }
 
 // unstable is the error of a partition whose offset is still pending in a

@@ -26,12 +26,16 @@ import (
 func crash(t *testing.T, f *Forwarder, done <-chan struct{}) {
 	t.Helper()
 	f.mu.Lock()
+	clients := map[*kgo.Client]bool{}
 	for _, w := range f.workers {
-		// Through kill: the worker's shutdown closes the client too once
-		// its loop sees it closed, and must wait for this close to end.
-		w.cl.kill()
+		clients[w.cl.kafka] = true
 	}
 	f.mu.Unlock()
+	for cl := range clients {
+		// As a crash would: no rebalance held back by a poll goes on.
+		// Run closes it again once its stages have stopped, after this.
+		cl.Close()
+	}
 	select {
 	case <-done:
 	case <-time.After(30 * time.Second):

@@ -107,7 +107,7 @@ func TestUnconfirmedCommit(t *testing.T) {
 	}
 	// A replay's copies are committed with the ingress offsets after them:
 	// once those are, a copy is at most a poll away.
-	if ok, committed, end := fx.committedAll(IngressGroup(cfg.Group), cfg.Topics.Ingress(), 30*time.Second); !ok {
+	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
 		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
 	}
 	got = arrived.Until(5*time.Second, atLeast(n+1))

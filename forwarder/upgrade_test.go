@@ -366,8 +366,8 @@ func (fx *upgradeFixture) pendingTxnCommit(group string, offs offsets) (end func
 // per-stage layout ran: it waits while a process of that layout is in its
 // group, then resumes each partition where the old group committed, so
 // nothing before is delivered again and nothing after is skipped. Then it
-// switches to exactly-once, which reads with the per-stage groups again:
-// each resumes where at-least-once left it, not where the old layout did.
+// switches to exactly-once, which reads with the same one group: it resumes
+// where at-least-once left it, not where the old layout did.
 func TestUpgradeResumesWhereOldGroupsCommitted(t *testing.T) {
 	t.Parallel()
 	fx := setupUpgrade(t)
@@ -419,8 +419,8 @@ func TestUpgradeResumesWhereOldGroupsCommitted(t *testing.T) {
 		t.Fatalf("Run: %v", err)
 	}
 
-	// Exactly-once reads with the per-stage groups, which the old layout
-	// left at r6: it takes the one group's offsets over first.
+	// The old layout's groups are still at r6: taking them over again
+	// must not move the one group back.
 	write(10, 14)
 	cfg := fx.cfg
 	cfg.Delivery = ExactlyOnce

@@ -45,16 +45,12 @@ func (w *worker) wakeAt(soonest, now time.Time) time.Time {
 // mu must be held.
 func (w *worker) commitWake(now time.Time) time.Time {
 	if w.txn != nil {
-		if !w.tx.produced {
-			return time.Time{}
-		}
-	} else if !w.committing && !w.uncommittedWork() {
+		return time.Time{} // the transaction loop's (txn_loop.go)
+	}
+	if !w.committing && !w.uncommittedWork() {
 		return time.Time{}
 	}
 	due := w.lastCommit.Add(w.cfg.CommitInterval)
-	if w.txn != nil {
-		due = w.txnEnd()
-	}
 	if !due.After(now) {
 		// Due but not begun: the commit in flight holds the next one back,
 		// or the transaction ends right after this cycle.

@@ -2,13 +2,13 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay"
@@ -16,9 +16,8 @@ import (
 
 // worker forwards the records of one source topic: the ingress topic (wait 0)
 // or one level topic (wait = the level's delay). Kafka spreads the partitions
-// over every kdelay process in its consumer group: "<group>", which every
-// stage shares at-least-once (client_shared.go), or "<group>.ingress" or
-// "<group>.level.<name>" exactly-once, where each stage has its own client.
+// over every kdelay process in its consumer group, "<group>", which every
+// stage of a process shares with one client (client_shared.go).
 //
 // A partition's records become due in offset order, so the worker looks only
 // at each partition's head. While the head is not due the partition is paused,
@@ -32,16 +31,16 @@ type worker struct {
 	level  string        // the level's name, IngressLevel for the ingress
 	obs    LevelObserver // told what the worker does
 	source string        // topic consumed
-	group  string        // consumer group: Config.Group, or the stage's own exactly-once
+	group  string        // consumer group: Config.Group
 	wait   time.Duration // how long a record waits in source
 	rules  kdelay.Rules
 	log    *slog.Logger
-	cl     *stageClient              // the Kafka client serving the worker's stage
-	txn    *kgo.GroupTransactSession // nil in at-least-once delivery
-	start  time.Time                 // anchors the ticks of ModePoll
-	dlqMax int                       // the largest dead letter the DLQ and the client take, in bytes
-	cmds   *commands                 // commands in force (command_obey.go); nil when the Forwarder reads none
-	owners *owners                   // the partitions this process owns, shared by its workers
+	cl     *stageClient // the Kafka client serving the worker's stage
+	txn    *txnLoop     // the process's transaction; nil in at-least-once delivery
+	start  time.Time    // anchors the ticks of ModePoll
+	dlqMax int          // the largest dead letter the DLQ and the client take, in bytes
+	cmds   *commands    // commands in force (command_obey.go); nil when the Forwarder reads none
+	owners *owners      // the partitions this process owns, shared by its workers
 
 	// assigned is set once the group has assigned partitions to the worker
 	// (possibly none: a group with more members than partitions), and
@@ -91,7 +90,7 @@ type worker struct {
 	resumeAt map[int32]kgo.EpochOffset // see lost
 	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
 
-	tx txnState // exactly-once only, touched by the loop goroutine alone (txn.go)
+	tx txnState // exactly-once only, under mu (txn.go)
 }
 
 // metadataMaxAge is how often a forwarder's client reloads metadata:
@@ -125,33 +124,24 @@ type ack struct {
 	err error
 }
 
-// newWorker makes the worker for stage s with a Kafka client of its own, in
-// a consumer group of its own: exactly-once runs a transaction a stage
-// (txn.go). dlqMax is the DLQ's max.message.bytes, 0 if unknown. owners is
-// shared by the process's workers; it is given here since the group may
+// newWorker makes an at-least-once worker for stage s with a Kafka client
+// of its own, in a consumer group of its own: the tests' way to run one
+// stage alone. dlqMax is the DLQ's max.message.bytes, 0 if unknown. owners
+// is shared by the process's workers; it is given here since the group may
 // assign partitions as soon as the client exists.
 func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error) {
+	if cfg.Delivery == ExactlyOnce {
+		return nil, errors.New("exactly-once runs its stages on one client (client_shared.go)")
+	}
 	w := makeWorker(cfg, s, owners)
 	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w})...)
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
-	if cfg.Delivery == ExactlyOnce {
-		opts = append(opts, kgo.OnOffsetsFetched(func(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
-			w.offsetsFetched(resp)
-			return nil
-		}))
-		txn, err := kgo.NewGroupTransactSession(append(opts, txnOpts(cfg, w.group)...)...)
-		if err != nil {
-			return nil, err
-		}
-		w.txn, w.cl = txn, newStageClient(txn.Client(), w.source, &pollGate{}, true)
-	} else {
-		cl, err := kgo.NewClient(opts...)
-		if err != nil {
-			return nil, err
-		}
-		w.cl = newStageClient(cl, w.source, &pollGate{}, true)
+	cl, err := kgo.NewClient(opts...)
+	if err != nil {
+		return nil, err
 	}
+	w.cl = newStageClient(cl, w.source, &pollGate{}, true)
 	w.dlqMax = dlqLimit(w.cl.kafka, cfg, dlqMax)
 	return w, nil
 }
@@ -269,12 +259,6 @@ func (w *worker) run(ctx context.Context) error {
 	// After both goroutines below: the client closes at its end, and a poll
 	// loop still polling would take that for a failure.
 	defer w.shutdown()
-	if w.txn != nil {
-		// Before the poll loop starts: Begin must not run beside a poll.
-		if err := w.begin(ctx); err != nil {
-			return err
-		}
-	}
 	if !w.cl.own {
 		return w.loop(ctx) // the Forwarder polls the shared client
 	}
@@ -290,11 +274,6 @@ func (w *worker) loop(ctx context.Context) error {
 	timer.Stop()
 	for ctx.Err() == nil {
 		wake := w.cycle(w.cfg.NowFunc())
-		if w.txn != nil {
-			if err := w.endTxnIfDue(ctx, w.cfg.NowFunc()); err != nil {
-				return err
-			}
-		}
 		w.sleep(ctx, timer, wake)
 	}
 	return nil
@@ -338,6 +317,7 @@ func (w *worker) partition(id int32, from int64) *partition {
 
 // cycle does the work due at now and returns when it wants to run next.
 func (w *worker) cycle(now time.Time) time.Time {
+	defer w.producing()()
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.applyAcks(now)

@@ -14,8 +14,7 @@ import (
 
 // The stages of a fleet with two levels, and the consumer group each is
 // read with: what a tool reading kdelay's progress from Kafka asks for.
-// At-least-once reads them all with one group; exactly-once with a group
-// a stage.
+// Every stage is read with one group.
 func ExampleConfig_Configured() {
 	set, err := levels.Parse([]string{"1s", "1m"})
 	if err != nil {
@@ -24,16 +23,10 @@ func ExampleConfig_Configured() {
 	for _, s := range (stages.Config{Group: "kdelay", Levels: set}).Configured() {
 		fmt.Println(s.Name, s.Topic, s.Group, s.Wait)
 	}
-	for _, s := range (stages.Config{Group: "kdelay", Levels: set, ExactlyOnce: true}).Configured() {
-		fmt.Println(s.Name, s.Topic, s.Group, s.Wait)
-	}
 	// Output:
 	// ingress kdelay.ingress kdelay 0s
 	// 1s kdelay.level.1s kdelay 1s
 	// 1m kdelay.level.1m kdelay 1m0s
-	// ingress kdelay.ingress kdelay.ingress 0s
-	// 1s kdelay.level.1s kdelay.level.1s 1s
-	// 1m kdelay.level.1m kdelay.level.1m 1m0s
 }
 
 // Level topics of the prefix that no configured level names: serve drains

@@ -83,28 +83,21 @@ func TestPending(t *testing.T) {
 // names.
 func TestDropped(t *testing.T) {
 	t.Parallel()
-	for _, tc := range []struct {
-		exactlyOnce bool
-		want        []string
-	}{
-		{false, []string{"30s p.level.30s g 30s", "2h p.level.2h g 2h0m0s"}},
-		{true, []string{"30s p.level.30s g.level.30s 30s", "2h p.level.2h g.level.2h 2h0m0s"}},
-	} {
-		cfg := stages.Config{Topics: kdelay.Topics{Prefix: "p"}, Group: "g", Levels: mustParse(t, "1s", "1m"), ExactlyOnce: tc.exactlyOnce}
-		dropped, not := cfg.Dropped([]string{"p.level.2h", "p.level.1s", "p.level.soon", "p.level.30s", "p.ingress", "q.level.5s", "other"})
-		var got []string
-		for _, s := range dropped {
-			got = append(got, s.Name+" "+s.Topic+" "+s.Group+" "+s.Wait.String())
-			if s.Configured {
-				t.Errorf("dropped level %s is marked configured", s.Name)
-			}
+	cfg := stages.Config{Topics: kdelay.Topics{Prefix: "p"}, Group: "g", Levels: mustParse(t, "1s", "1m")}
+	want := []string{"30s p.level.30s g 30s", "2h p.level.2h g 2h0m0s"}
+	dropped, not := cfg.Dropped([]string{"p.level.2h", "p.level.1s", "p.level.soon", "p.level.30s", "p.ingress", "q.level.5s", "other"})
+	var got []string
+	for _, s := range dropped {
+		got = append(got, s.Name+" "+s.Topic+" "+s.Group+" "+s.Wait.String())
+		if s.Configured {
+			t.Errorf("dropped level %s is marked configured", s.Name)
 		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("exactly-once %v: dropped = %q, want %q (shortest delay first, read with the mode's group)", tc.exactlyOnce, got, tc.want)
-		}
-		if len(not) != 1 || not[0].Topic != "p.level.soon" || not[0].Err == nil {
-			t.Errorf("not levels = %+v, want p.level.soon with the reason", not)
-		}
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("dropped = %q, want %q (shortest delay first, read with the one group)", got, want)
+	}
+	if len(not) != 1 || not[0].Topic != "p.level.soon" || not[0].Err == nil {
+		t.Errorf("not levels = %+v, want p.level.soon with the reason", not)
 	}
 }
 

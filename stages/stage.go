@@ -25,21 +25,19 @@ import (
 // delay level can be called that, since level names are durations.
 const Ingress = "ingress"
 
-// IngressGroup is the consumer group the ingress is read with for the group
-// setting: "<group>.ingress". Every kdelay process with that setting shares
-// it.
+// IngressGroup is the consumer group the ingress was read with in the
+// per-stage layout: "<group>.ingress" (LegacyGroups).
 func IngressGroup(group string) string { return group + ".ingress" }
 
-// LevelGroup is the consumer group the level with the given name is read
-// with: "<group>.level.<name>".
+// LevelGroup is the consumer group the level with the given name was read
+// with in the per-stage layout: "<group>.level.<name>".
 func LevelGroup(group, level string) string { return group + ".level." + level }
 
 // LegacyGroups are the consumer groups of the per-stage layout, where each
 // stage has its own: the ingress's, each configured level's, then each
 // dropped level's (as Dropped returns them). A process of the one-group
 // layout takes their committed offsets over once, and says how to delete
-// them; exactly-once still reads with them. They are named by IngressGroup
-// and LevelGroup, whatever group a Stage is read with.
+// them. They are named by IngressGroup and LevelGroup.
 func (c Config) LegacyGroups(dropped []Stage) []string {
 	groups := []string{IngressGroup(c.Group)}
 	for _, l := range c.Levels {
@@ -56,7 +54,7 @@ func (c Config) LegacyGroups(dropped []Stage) []string {
 type Stage struct {
 	Name       string        // Ingress, or the level's name
 	Topic      string        // the topic it forwards from
-	Group      string        // the whole group name: Config.Group, or IngressGroup or LevelGroup in exactly-once
+	Group      string        // the whole group name: Config.Group
 	Wait       time.Duration // the level's delay; 0 for the ingress, which forwards on arrival
 	Configured bool          // false for a dropped level, which serve drains
 }
@@ -64,26 +62,8 @@ type Stage struct {
 // Config names a fleet's stages: the settings its kdelay serve runs with.
 type Config struct {
 	Topics kdelay.Topics // the topic prefix serve runs with; kdelay.DefaultPrefix when empty
-	Group  string        // the consumer group prefix serve runs with; no default here (serve's is forwarder.DefaultGroup)
+	Group  string        // the consumer group serve runs with, in either delivery; no default here (serve's is forwarder.DefaultGroup)
 	Levels levels.Set    // the levels serve runs with; none configured when empty
-
-	// ExactlyOnce says serve delivers exactly once. It then reads each
-	// stage with a group of its own (IngressGroup, LevelGroup), since a
-	// transaction of franz-go commits for one consumer's group and serve
-	// runs one transaction a stage; at-least-once reads every stage with
-	// one group, Group itself (docs/design/one-client.md).
-	ExactlyOnce bool
-}
-
-// group is the consumer group a stage named name is read with.
-func (c Config) group(name string) string {
-	switch {
-	case !c.ExactlyOnce:
-		return c.Group
-	case name == Ingress:
-		return IngressGroup(c.Group)
-	}
-	return LevelGroup(c.Group, name)
 }
 
 // Groups are the consumer groups of stages, each once.
@@ -99,7 +79,7 @@ func Groups(stages []Stage) []string {
 
 // Configured are the ingress, then each configured level in order.
 func (c Config) Configured() []Stage {
-	ss := []Stage{{Name: Ingress, Topic: c.Topics.Ingress(), Group: c.group(Ingress), Configured: true}}
+	ss := []Stage{{Name: Ingress, Topic: c.Topics.Ingress(), Group: c.Group, Configured: true}}
 	for _, l := range c.Levels {
 		ss = append(ss, c.level(l, true))
 	}
@@ -107,7 +87,7 @@ func (c Config) Configured() []Stage {
 }
 
 func (c Config) level(l levels.Level, configured bool) Stage {
-	return Stage{Name: l.Name, Topic: c.Topics.Level(l.Name), Group: c.group(l.Name), Wait: l.Delay, Configured: configured}
+	return Stage{Name: l.Name, Topic: c.Topics.Level(l.Name), Group: c.Group, Wait: l.Delay, Configured: configured}
 }
 
 // NotLevel is a topic named like a level topic of the prefix whose name is

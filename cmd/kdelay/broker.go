@@ -21,7 +21,6 @@ import (
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // embeddedBroker is the single-node Kafka broker kdelay runs when no
@@ -109,8 +108,7 @@ func startBroker(cfg config.Config, log *slog.Logger) (b *embeddedBroker, err er
 	}
 	return &embeddedBroker{cluster: cluster, client: client, unlock: release, retention: retention{
 		cl: client, adm: kadm.NewClient(client), topics: kdelay.Topics{Prefix: cfg.TopicPrefix}, group: cfg.Group,
-		exactlyOnce: forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
-		interval:    retentionCheckInterval, now: time.Now, log: log,
+		interval: retentionCheckInterval, now: time.Now, log: log,
 	}}, nil
 }
 

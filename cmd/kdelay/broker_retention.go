@@ -16,7 +16,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // retentionCheckInterval is how often the embedded broker deletes expired
@@ -49,10 +48,7 @@ type retention struct {
 	cl     *kgo.Client // for the fetches of oversized
 	adm    *kadm.Client
 	topics kdelay.Topics
-	group  string // kdelay's group setting, of which its consumer groups are named
-	// exactlyOnce says serve reads each topic with a group of its own;
-	// at-least-once reads them all with group (stages.Config.ExactlyOnce).
-	exactlyOnce bool
+	group  string // kdelay's consumer group, which reads every topic of kdelay's in either delivery
 
 	// interval is the time between passes: retentionCheckInterval, shorter
 	// in tests.
@@ -296,20 +292,13 @@ func (c commits) hold(cuts kadm.Offsets) {
 }
 
 // groupOf is the consumer group kdelay reads topic with, "" for a topic
-// it does not consume: the ingress, or a level, configured or dropped
-// (dropped ones are drained with the same kind of group). After a switch of
-// delivery mode, the new mode's group holds offsets from the takeover on
-// (forwarder, upgrade.go), which only raises them: until then they are
-// older or absent, which holds more, never less.
+// it does not consume: the ingress, or a level, configured or dropped. After
+// an upgrade from the per-stage layout, the group holds offsets from the
+// takeover on (forwarder, upgrade.go): until then they are absent, which
+// holds more, never less.
 func (r *retention) groupOf(topic string) string {
-	level, isLevel := strings.CutPrefix(topic, r.topics.Level(""))
-	switch {
-	case topic != r.topics.Ingress() && !isLevel:
+	if topic != r.topics.Ingress() && !strings.HasPrefix(topic, r.topics.Level("")) {
 		return ""
-	case !r.exactlyOnce:
-		return r.group
-	case topic == r.topics.Ingress():
-		return forwarder.IngressGroup(r.group)
 	}
-	return forwarder.LevelGroup(r.group, level)
+	return r.group
 }

@@ -258,9 +258,9 @@ func TestEmbeddedRetention(t *testing.T) {
 	}
 }
 
-// TestEmbeddedRetentionGroupNames pins the consumer groups retention holds
-// records for to those the forwarder reads with, in either delivery mode:
-// one group for every topic at-least-once, a group a topic exactly-once.
+// TestEmbeddedRetentionGroupNames pins the consumer group retention holds
+// records for to the one the forwarder reads every topic with, in either
+// delivery.
 func TestEmbeddedRetentionGroupNames(t *testing.T) {
 	t.Parallel()
 	topics := kdelay.Topics{Prefix: "p"}
@@ -268,21 +268,19 @@ func TestEmbeddedRetentionGroupNames(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, exactlyOnce := range []bool{false, true} {
-		r := &retention{topics: topics, group: "g", exactlyOnce: exactlyOnce}
-		view := stages.Config{Topics: topics, Group: "g", Levels: set[:1], ExactlyOnce: exactlyOnce}
-		dropped, _ := view.Dropped([]string{"p.level.90m"})
-		want := map[string]string{"p.dlq": "", "p.control": "", "orders": "", "p.levelx": ""}
-		for _, s := range append(view.Configured(), dropped...) {
-			want[s.Topic] = s.Group
-		}
-		if len(want) != 7 {
-			t.Fatalf("stages %v: want 3 topics read", want)
-		}
-		for topic, want := range want {
-			if got := r.groupOf(topic); got != want {
-				t.Errorf("exactly-once %v: groupOf(%q) = %q, want %q", exactlyOnce, topic, got, want)
-			}
+	r := &retention{topics: topics, group: "g"}
+	view := stages.Config{Topics: topics, Group: "g", Levels: set[:1]}
+	dropped, _ := view.Dropped([]string{"p.level.90m"})
+	want := map[string]string{"p.dlq": "", "p.control": "", "orders": "", "p.levelx": ""}
+	for _, s := range append(view.Configured(), dropped...) {
+		want[s.Topic] = s.Group
+	}
+	if len(want) != 7 {
+		t.Fatalf("stages %v: want 3 topics read", want)
+	}
+	for topic, want := range want {
+		if got := r.groupOf(topic); got != want {
+			t.Errorf("groupOf(%q) = %q, want %q", topic, got, want)
 		}
 	}
 }

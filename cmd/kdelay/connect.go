@@ -16,7 +16,6 @@ import (
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/fleet"
-	"github.com/kdelay/kdelay/forwarder"
 )
 
 // answerTimeout bounds how long send and tail wait for a broker to answer
@@ -47,7 +46,7 @@ func openFleet(ctx context.Context, cfg config.Config) (*fleet.Fleet, error) {
 // fleetConfig is the fleet cfg's serve runs.
 func fleetConfig(cfg config.Config) fleet.Config {
 	return fleet.Config{Brokers: cfg.Seeds(), ClientOpts: cfg.ClientOpts(), Topics: kdelay.Topics{Prefix: cfg.TopicPrefix},
-		Group: cfg.Group, Levels: cfg.Levels, Delivery: forwarder.Delivery(cfg.Delivery), MaxDelay: cfg.MaxDelay}
+		Group: cfg.Group, Levels: cfg.Levels, MaxDelay: cfg.MaxDelay}
 }
 
 // newClient makes a Kafka client for cfg's brokers, with its TLS and SASL

@@ -35,7 +35,7 @@ func TestExactlyOnceRestartResumesAtOnce(t *testing.T) {
 	var armed atomic.Bool
 	var s atomic.Pointer[process]
 	killed := make(chan struct{})
-	txnID := forwarder.TransactionalID("eos", x.name+".ingress", "")
+	txnID := forwarder.TransactionalID("eos", x.name, "")
 	x.cluster.Fake.Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
 		end, ok := req.(*kmsg.EndTxnRequest)
 		if !ok || !end.Commit || end.TransactionalID != txnID || !armed.CompareAndSwap(true, false) {

@@ -28,8 +28,8 @@ func newStatus() *cobra.Command {
 serve has not yet forwarded:
 
   PARTITIONS  the topic's partitions
-  PENDING     records its consumer group (<group>.ingress, <group>.level.<name>) has
-              not committed: end offset minus committed offset, summed over partitions
+  PENDING     records kdelay's consumer group (--group) has not committed: end
+              offset minus committed offset, summed over partitions
   OLDEST DUE  when the earliest head leaves it: the head's timestamp plus the level's
               delay (the ingress forwards on arrival)
   HEAD LATE   now minus OLDEST DUE: how late that head is; negative while it waits

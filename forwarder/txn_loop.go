@@ -1,0 +1,257 @@
+package forwarder
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
+)
+
+// txnLoop owns the one open transaction of a process in exactly-once
+// delivery: every stage's worker produces into it, and the loop alone
+// begins and ends it (docs/design/one-client.md, "One transaction"). One
+// transaction, not one a stage, because franz-go commits a transaction's
+// offsets for its own consumer's group only, and the process reads every
+// stage in one group with one client: one producer id, one EndTxn and one set
+// of markers each CommitLinger where there were up to 19.
+//
+// What it costs: an abort (a produce failed behind acknowledged records, a
+// rebalance that took a partition, a fence) replays every stage's work since
+// the last commit, not one stage's; and every stage waits for one End.
+type txnLoop struct {
+	cfg     *Config
+	sess    *kgo.GroupTransactSession
+	gate    *pollGate
+	workers []*worker
+	log     *slog.Logger
+
+	// barrier keeps produces apart from End and Begin, which franz-go
+	// forbids beside a Produce: workers hold it shared around whatever may
+	// produce (producing), the loop holds it alone from settle to Begin.
+	// Taken before worker.mu, never while holding it.
+	barrier sync.RWMutex
+
+	mu         sync.Mutex
+	produced   bool      // something was produced in the open transaction
+	first      time.Time // when the first of it was
+	lastCommit time.Time // when the last End began
+	wakeCh     chan struct{}
+}
+
+func newTxnLoop(cfg *Config, sess *kgo.GroupTransactSession, gate *pollGate, workers []*worker) *txnLoop {
+	return &txnLoop{cfg: cfg, sess: sess, gate: gate, workers: workers, log: cfg.Logger, wakeCh: make(chan struct{}, 1)}
+}
+
+// noteProduced marks the open transaction as holding a produce, the first
+// one starting its linger. A worker calls it under its mu.
+func (t *txnLoop) noteProduced(now time.Time) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.produced {
+		t.produced, t.first = true, now
+		select {
+		case t.wakeCh <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// endAt is when the open transaction ends: CommitLinger after its first
+// produce, or CommitInterval after the last end if that is sooner; the zero
+// time while it holds no produce. Ending it at every CommitInterval alone,
+// as until 2026-11-28, showed each record up to a second late to a
+// read_committed consumer.
+func (t *txnLoop) endAt() time.Time {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.produced {
+		return time.Time{}
+	}
+	return earliest(t.lastCommit.Add(t.cfg.CommitInterval), t.first.Add(t.cfg.CommitLinger))
+}
+
+// run ends the open transaction whenever it is due, until ctx ends or the
+// producer cannot go on. The last transaction is ended by last, once every
+// worker has stopped.
+func (t *txnLoop) run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	defer timer.Stop()
+	for {
+		at := t.endAt()
+		if !at.IsZero() && !at.After(t.cfg.NowFunc()) {
+			if err := t.end(ctx); err != nil {
+				return err
+			}
+			continue
+		}
+		var fire <-chan time.Time
+		if !at.IsZero() {
+			timer.Reset(at.Sub(t.cfg.NowFunc()))
+			fire = timer.C
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.wakeCh:
+		case <-fire:
+		}
+		timer.Stop()
+	}
+}
+
+// last ends the last transaction when the workers have stopped: committed,
+// or aborted and replayed by the next owner.
+func (t *txnLoop) last() {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.ShutdownTimeout)
+	defer cancel()
+	if err := t.endWithin(ctx, ctx); err != nil {
+		t.log.Warn("commit_on_shutdown_failed", "err", err)
+	}
+}
+
+// end ends the open transaction within ShutdownTimeout.
+func (t *txnLoop) end(run context.Context) error {
+	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.ShutdownTimeout)
+	defer cancel()
+	return t.endWithin(ctx, run)
+}
+
+// endWithin commits the open transaction with every stage's commit points, or
+// aborts it and has every stage rewind, then begins the next one. A commit
+// End did not hear confirmed (ctx ended, the coordinator died) is resolved
+// from the group's offsets (txn_resolve.go), never taken for an abort.
+//
+// The poll loop stays out of PollFetches from before End reads the offsets
+// polled until after Begin (poll_gate.go), and the workers produce nothing
+// meanwhile (barrier).
+func (t *txnLoop) endWithin(ctx, run context.Context) error {
+	release := t.gate.hold()
+	defer release()
+	t.barrier.Lock()
+	defer t.barrier.Unlock()
+	t.mu.Lock()
+	t.produced, t.first, t.lastCommit = false, time.Time{}, t.cfg.NowFunc()
+	t.mu.Unlock()
+
+	points, consistent := t.settle(ctx)
+	before := map[*worker]map[int32]txnPoint{}
+	tried := false
+	for w, pts := range points {
+		w.mu.Lock()
+		before[w] = w.groupAtMost(pts)
+		w.mu.Unlock()
+		tried = tried || len(pts) > 0
+	}
+	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
+		setTxnOffsets(req, points)
+		return nil
+	}
+	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
+	resolved := false
+	if !committed && !fenced(err) {
+		// End may have given up with the transaction still open (its
+		// flush or EndTxn outlasted ctx: a broker restarting), or with a
+		// commit whose answer never came: ending it here settles either
+		// on the broker. It comes before the rewinds below, whose
+		// offsets it would otherwise reset.
+		if aerr := t.abortOpen(run); aerr != nil {
+			return aerr
+		}
+		if consistent && tried && run.Err() == nil {
+			committed = t.committedAfterAll(run, points, before)
+			resolved = committed
+		}
+	}
+	if !committed {
+		t.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
+	}
+	for _, w := range t.workers {
+		w.txnEnded(points[w], committed, resolved, err)
+	}
+	if err != nil && fenced(err) {
+		return t.fencedTxn(run, err)
+	}
+	return t.begin(run)
+}
+
+// settle waits until every record produced in the transaction is
+// acknowledged and its outcome applied (a refused record becomes a dead
+// letter, produced in turn), and returns each worker's partitions whose
+// commit point or skips moved. consistent is false when ctx ended first, or
+// a partition's skips do not fit in a commit's metadata.
+func (t *txnLoop) settle(ctx context.Context) (points map[*worker]map[int32]txnPoint, consistent bool) {
+	for {
+		more := false
+		for _, w := range t.workers {
+			if err := w.cl.flush(ctx); err != nil {
+				w.log.Warn("flush_on_commit_failed", "err", err)
+			}
+			more = w.applyTxnAcks() || more
+		}
+		if more && ctx.Err() == nil {
+			continue
+		}
+		points = make(map[*worker]map[int32]txnPoint, len(t.workers))
+		consistent = ctx.Err() == nil
+		for _, w := range t.workers {
+			pts, ok := w.txnPoints()
+			points[w] = pts
+			consistent = consistent && ok
+		}
+		return points, consistent
+	}
+}
+
+// begin begins the next transaction. Not when stopping: abortOpen gave up on
+// a transaction the broker aborts at its timeout, and the loop ends.
+func (t *txnLoop) begin(run context.Context) error {
+	err := t.sess.Begin()
+	switch {
+	case err == nil || run.Err() != nil:
+		return nil
+	case fenced(err):
+		return t.fencedTxn(run, err)
+	case errors.Is(err, kerr.ConcurrentTransactions):
+		// The last End's EndTxn (or AddOffsetsToTxn) was answered
+		// CONCURRENT_TRANSACTIONS until its context ran out, as while a
+		// coordinator that just took over writes the markers of the
+		// transaction before. franz-go then fails the producer id for
+		// good, because kerr counts the error not retriable (txn.go
+		// EndTransaction), though it passes by itself; every Begin after
+		// is refused. A new session starts where this one cannot
+		// (renew.go; TestConcurrentTransactionsRenews).
+		return fmt.Errorf("%w: begin transaction: %w", errRenew, err)
+	}
+	return fmt.Errorf("begin transaction: %w", err)
+}
+
+// abortOpen aborts the open transaction, trying again with a backoff until
+// the broker takes it or run ends. Nothing can be delivered meanwhile: the
+// records the transaction holds are read again after it.
+func (t *txnLoop) abortOpen(run context.Context) error {
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+		ctx, cancel := context.WithTimeout(run, t.cfg.ShutdownTimeout)
+		_, err := t.sess.End(ctx, kgo.TryAbort)
+		cancel()
+		switch {
+		case err == nil:
+			return nil
+		case fenced(err):
+			return t.fencedTxn(run, err)
+		case run.Err() != nil:
+			return nil // stopping: the broker aborts it at the transaction timeout
+		}
+		t.log.Warn("transaction_abort_failed", "retry_in", backoff, "err", err)
+		select {
+		case <-run.Done():
+			return nil
+		case <-time.After(backoff):
+		}
+	}
+}
