@@ -119,11 +119,10 @@ func watchDrain(ctx context.Context, adm *kadm.Client, cfg *Config, d dropped, s
 	}
 }
 
-// deleteHint says how to delete a dropped level's topic and group, which
-// kdelay leaves in place.
+// deleteHint says how to delete a dropped level's topic, which kdelay leaves
+// in place. Not its group: that is <group>, which reads every stage.
 func deleteHint(cfg *Config, d dropped) string {
-	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %s --delete --topic %s; %s",
-		strings.Join(cfg.Brokers, ","), d.topic, deleteGroupHint(cfg.Brokers, d.view.Group))
+	return fmt.Sprintf("kafka-topics.sh --bootstrap-server %s --delete --topic %s", strings.Join(cfg.Brokers, ","), d.topic)
 }
 
 // deleteGroupHint is the command that deletes a consumer group kdelay no

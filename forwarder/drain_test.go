@@ -111,6 +111,12 @@ func TestDroppedLevelNotices(t *testing.T) {
 			t.Errorf("logs lack %q:\n%s", want, logs)
 		}
 	}
+	// The group is the one every stage is read with: no hint to delete it.
+	for line := range strings.Lines(logs.String()) {
+		if strings.Contains(line, "dropped_level_empty") && strings.Contains(line, "kafka-consumer-groups.sh") {
+			t.Errorf("the hint names a group to delete: %s", line)
+		}
+	}
 }
 
 // records counts the records a topic holds, or -1 when it cannot be listed.

@@ -9,10 +9,11 @@ import (
 
 // foldInterval is how long the repeats of one cause are counted before one
 // line says how many came. During a broker outage each of serve's Kafka
-// clients (one per stage: the ingress, each level, the control topic, the
-// admin listener) retries about every second, each try a line saying the
-// same thing; every 10s a reader still learns within seconds that the
-// failure goes on, and a 30s outage takes a handful of lines per cause.
+// clients (the forwarders', the control topic's, the scheduler's, the admin
+// listener's) retries about every second for each partition it reads, each
+// try a line saying the same thing; every 10s a reader still learns within
+// seconds that the failure goes on, and a 30s outage takes a handful of
+// lines per cause.
 const foldInterval = 10 * time.Second
 
 // fold is a slog.Handler that writes the first record of a cause at once and
