@@ -110,11 +110,6 @@ func (c *stageClient) commit(ctx context.Context, offsets map[int32]kgo.EpochOff
 	return resp, err
 }
 
-// setOffsets makes the client read the source's partitions from offsets.
-func (c *stageClient) setOffsets(offsets map[int32]kgo.EpochOffset) {
-	c.kafka.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.source: offsets})
-}
-
 // poll waits for fetched records until ctx ends. With BlockRebalanceOnPoll,
 // no rebalance runs from its return until allowRebalance. Only the client's
 // poll loop calls it, inside gate.
@@ -122,10 +117,6 @@ func (c *stageClient) poll(ctx context.Context) kgo.Fetches { return c.kafka.Pol
 
 // allowRebalance lets a rebalance held back by the last poll go on.
 func (c *stageClient) allowRebalance() { c.kafka.AllowRebalance() }
-
-// holdPolls keeps the client's poll loop out of PollFetches until release
-// (poll_gate.go).
-func (c *stageClient) holdPolls() (release func()) { return c.gate.hold() }
 
 // admin is an admin client over the same connections, for the stage's
 // group and topics.

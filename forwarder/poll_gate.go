@@ -12,8 +12,8 @@ import (
 // the two would hand on records from offsets the abort then rewinds, or
 // move the offsets End commits.
 //
-// The poll loop polls inside the gate (enter); the worker that ends a
-// transaction closes it (hold) around End, Begin and its rewind. The poll
+// The poll loop polls inside the gate (enter); the transaction loop closes
+// it (hold) around End, Begin and the rewinds (txn_loop.go). The poll
 // waits for records with no deadline, so hold cancels the wait rather than
 // sit behind it: the loop then hands on nothing, allows a rebalance, leaves
 // the gate, and waits at enter until the holder is done. Go's RWMutex lets

@@ -85,7 +85,7 @@ func TestPollGate(t *testing.T) {
 	for i := range 2 {
 		waitPolling(t, l.cl.gate)
 		held := make(chan func(), 1)
-		go func() { held <- l.cl.holdPolls() }()
+		go func() { held <- l.cl.gate.hold() }()
 		select {
 		case release := <-held:
 			// No poll is in the gate now (RWMutex): End may run.

@@ -138,10 +138,11 @@ func (w *worker) txnPoints() (points map[int32]txnPoint, ok bool) {
 
 // txnEnded takes the outcome of the transaction that tried to commit points:
 // the partitions move on to them, or every partition is read again from its
-// commit point (rewind). resolved says the commit was found in the group
-// after End did not hear it (txn_resolve.go): the client read on from where
-// it believed itself committed, so the worker rewinds then too.
-func (w *worker) txnEnded(points map[int32]txnPoint, committed, resolved bool, err error) {
+// commit point (rewind), which it returns for the client to read from.
+// resolved says the commit was found in the group after End did not hear it
+// (txn_resolve.go): the client read on from where it believed itself
+// committed, so the worker rewinds then too.
+func (w *worker) txnEnded(points map[int32]txnPoint, committed, resolved bool, err error) (rewound map[int32]kgo.EpochOffset) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	produced := w.tx.produced
@@ -154,7 +155,7 @@ func (w *worker) txnEnded(points map[int32]txnPoint, committed, resolved bool, e
 		}
 		clear(w.tx.retries)
 		w.tx.moves = nil
-		if produced {
+		if produced || len(points) > 0 {
 			w.progress(w.cfg.NowFunc())
 		}
 		if len(points) > 0 {
@@ -165,10 +166,11 @@ func (w *worker) txnEnded(points map[int32]txnPoint, committed, resolved bool, e
 		w.noteFailure(StuckTransaction, err)
 	}
 	if !committed || resolved {
-		w.rewind()
+		rewound = w.rewind()
 	}
 	// A partition holding a record may take more now (roomInWindow).
 	w.nudge()
+	return rewound
 }
 
 // setTxnOffsets makes req commit each worker's points for its source, and
@@ -197,11 +199,12 @@ func setTxnOffsets(req *kmsg.TxnOffsetCommitRequest, points map[*worker]map[int3
 	}
 }
 
-// rewind forgets every partition after an aborted transaction and reads each
-// again from its last committed offset: what was taken since is replayed,
-// and what the aborted transaction produced is invisible to read_committed
-// consumers. A record's retry state is kept in retries. mu must be held.
-func (w *worker) rewind() {
+// rewind forgets every partition after an aborted transaction, and returns
+// the offset each is to be read again from, its last commit: what was taken
+// since is replayed, and what the aborted transaction produced is invisible
+// to read_committed consumers. A record's retry state is kept in retries.
+// mu must be held.
+func (w *worker) rewind() map[int32]kgo.EpochOffset {
 	for e := range w.held.all() {
 		if e.attempts > 0 && !e.part.gone {
 			w.tx.retries[retryKey{e.part.id, e.src.Offset}] = retryState{e.first, e.attempts, e.lastErr}
@@ -234,7 +237,7 @@ func (w *worker) rewind() {
 	}
 	w.tx.moves = nil
 	w.scans.from = 0
-	w.cl.setOffsets(offsets)
+	return offsets
 }
 
 // recall gives a record taken again after a rewind the retry state it had.

@@ -171,8 +171,15 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 	if !committed {
 		t.log.Info("transaction_aborted", "tried_commit", consistent, "err", err)
 	}
+	rewound := map[string]map[int32]kgo.EpochOffset{}
 	for _, w := range t.workers {
-		w.txnEnded(points[w], committed, resolved, err)
+		if offsets := w.txnEnded(points[w], committed, resolved, err); len(offsets) > 0 {
+			rewound[w.source] = offsets
+		}
+	}
+	if len(rewound) > 0 {
+		// One call for every stage: each stops the client's fetch session.
+		t.sess.Client().SetOffsets(rewound)
 	}
 	if err != nil && fenced(err) {
 		return t.fencedTxn(run, err)
