@@ -28,8 +28,8 @@ import (
 //     transaction of an old process that crashed is aborted by its timeout
 //     first, and until then the broker answers UNSTABLE_OFFSET_COMMIT.
 //   - The new group gets, for each partition, the old offset where it has
-//     none or a lower one, in one member-less OffsetCommit (generation -1, no
-//     member id). The broker takes that only while the group is empty; once
+//     none or a lower one, with its metadata (exactly-once's skips), in one
+//     member-less OffsetCommit (generation -1, no member id). The broker takes that only while the group is empty; once
 //     a member joined it answers UNKNOWN_MEMBER_ID: Apache Kafka in
 //     ClassicGroup.validateOffsetCommit ("offset commits are only accepted
 //     when the group is empty"; ConsumerGroup's, for KIP-848 groups, finds
@@ -202,7 +202,10 @@ func (u upgrade) oldOffsets(ctx context.Context, adm *kadm.Client) ([]oldOffset,
 					old[topic] = map[int32]oldOffset{}
 				}
 				if had, ok := old[topic][p]; o.At >= 0 && (!ok || o.At > had.At) {
-					old[topic][p] = oldOffset{kadm.Offset{Topic: topic, Partition: p, At: o.At, LeaderEpoch: o.LeaderEpoch}, g}
+					// With its metadata: an exactly-once commit lists
+					// there the records above the offset handed on
+					// already (txn_skips.go), which must not be again.
+					old[topic][p] = oldOffset{kadm.Offset{Topic: topic, Partition: p, At: o.At, LeaderEpoch: o.LeaderEpoch, Metadata: o.Metadata}, g}
 				}
 			}
 		}
