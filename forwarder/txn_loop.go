@@ -18,8 +18,8 @@ import (
 // begins and ends it (docs/design/one-client.md, "One transaction"). One
 // transaction, not one a stage, because franz-go commits a transaction's
 // offsets for its own consumer's group only, and the process reads every
-// stage in one group with one client: one producer id, one EndTxn and one set
-// of markers each CommitLinger where there were up to 19.
+// stage in one group with one client: one producer id, and one EndTxn and
+// one set of markers each CommitLinger for every stage.
 //
 // What it costs: an abort (a produce failed behind acknowledged records, a
 // rebalance that took a partition, a fence) replays every stage's work since
@@ -64,9 +64,9 @@ func (t *txnLoop) noteProduced(now time.Time) {
 
 // endAt is when the open transaction ends: CommitLinger after its first
 // produce, or CommitInterval after the last end if that is sooner; the zero
-// time while it holds no produce. Ending it at every CommitInterval alone,
-// as until 2026-11-28, showed each record up to a second late to a
-// read_committed consumer.
+// time while it holds no produce. Ending it at every CommitInterval alone
+// would show a record up to a CommitInterval late to a read_committed
+// consumer.
 func (t *txnLoop) endAt() time.Time {
 	t.mu.Lock()
 	defer t.mu.Unlock()
