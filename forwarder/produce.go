@@ -12,8 +12,10 @@ import (
 
 // A produce the broker did not take is tried again after a backoff that
 // doubles from retryBackoffMin up to retryBackoffMax. Before that, the
-// client itself tries clientRetries more times, about 4s with its own
-// backoff, which covers a leader moving.
+// client itself tries clientRetries more times, about 1.5 s with its own
+// backoff (FailoverOpts). In exactly-once the client tries until the
+// transaction's end gives up instead (txnOpts): a failed record aborts
+// every stage's work since the last commit.
 const (
 	retryBackoffMin = 100 * time.Millisecond
 	retryBackoffMax = 30 * time.Second

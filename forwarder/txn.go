@@ -3,6 +3,7 @@ package forwarder
 import (
 	"errors"
 	"maps"
+	"math"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -48,6 +49,13 @@ func txnOpts(cfg *Config) []kgo.Opt {
 		// hold them long. One that restarts aborts it at once (see
 		// Config.InstanceID).
 		kgo.TransactionTimeout(txnTimeout(cfg)),
+		// A record that fails dooms its transaction: every stage's work
+		// since the last commit is aborted and replayed. A failover's
+		// retriable errors (a leader moving, too few in-sync replicas)
+		// last as long as the broker takes to fence the dead node, 9 s or
+		// more, where clientRetries give up within seconds: the client
+		// tries until the transaction's end gives up on it (txnLoop.end).
+		kgo.RecordRetries(math.MaxInt),
 	}
 }
 

@@ -115,11 +115,31 @@ func (t *txnLoop) last() {
 	}
 }
 
-// end ends the open transaction within ShutdownTimeout.
+// end ends the open transaction before the broker's transaction timeout
+// would abort it, and within ShutdownTimeout at least.
 func (t *txnLoop) end(run context.Context) error {
-	ctx, cancel := context.WithTimeout(context.Background(), t.cfg.ShutdownTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), t.endWithinFor())
 	defer cancel()
 	return t.endWithin(ctx, run)
+}
+
+// txnTimeoutMargin is the time endWithinFor leaves before the transaction's
+// timeout for the commit's own requests to the coordinators.
+const txnTimeoutMargin = 2 * time.Second
+
+// endWithinFor is how long the end of the open transaction may take before
+// it gives up. Giving up aborts it and replays every stage's work since the
+// last commit, which then waits for whatever held the first try: a leader
+// moving after its node died, for one, waits for the broker to fence the
+// node, 9 s or more. So the end waits as long as the transaction may stay
+// open: from its first produce (the broker's clock starts no sooner) to its
+// timeout, less a margin; and ShutdownTimeout at least, as it did before.
+func (t *txnLoop) endWithinFor() time.Duration {
+	t.mu.Lock()
+	first := t.first
+	t.mu.Unlock()
+	left := first.Add(txnTimeout(t.cfg) - txnTimeoutMargin).Sub(t.cfg.NowFunc())
+	return max(left, t.cfg.ShutdownTimeout)
 }
 
 // endWithin commits the open transaction with every stage's commit points, or
@@ -136,10 +156,15 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 	t.barrier.Lock()
 	defer t.barrier.Unlock()
 	t.mu.Lock()
-	t.produced, t.first, t.lastCommit = false, time.Time{}, t.cfg.NowFunc()
+	t.lastCommit = t.cfg.NowFunc()
 	t.mu.Unlock()
 
 	points, consistent := t.settle(ctx)
+	// After settle: the dead letters it produced are in this transaction,
+	// not the next. Nothing else produces until the barrier is released.
+	t.mu.Lock()
+	t.produced, t.first = false, time.Time{}
+	t.mu.Unlock()
 	before := map[*worker]map[int32]txnPoint{}
 	tried := false
 	for w, pts := range points {

@@ -99,26 +99,6 @@ type worker struct {
 // every 30 s is a few percent of what an idle kdelay sends.
 const metadataMaxAge = 30 * time.Second
 
-// MetadataMinAge is the client option that lets a client reload metadata
-// soon after an error says a partition moved: metadataMinAge apart rather
-// than franz-go's 5s. When a broker dies, its partitions get new leaders once
-// the controller fences it, and a client that learns of that up to 5s later
-// holds every record for those partitions as long; in exactly-once, a
-// transaction cannot end while one of its records waits, nor can the
-// producer's next one begin (the broker answers CONCURRENT_TRANSACTIONS
-// until the last one's markers are written), so every stage that wrote to
-// such a partition waited it out, then again after each retry. The
-// scheduler's client uses it too. It costs nothing while the cluster is
-// healthy: only an error, or MetadataMaxAge, triggers a reload. While a
-// broker stays down, each client reloads at most twice a second, as the
-// Java client may (retry.backoff.ms to retry.backoff.max.ms, 100 ms to 1 s).
-func MetadataMinAge() kgo.Opt { return kgo.MetadataMinAge(metadataMinAge) }
-
-// metadataMinAge is how soon a client may reload metadata after its last
-// load: what it does for a leader's failure is measured in
-// docs/RELIABILITY.md, "A leader's node killed".
-const metadataMinAge = 500 * time.Millisecond
-
 type ack struct {
 	e   *entry
 	err error
@@ -208,8 +188,7 @@ func clientOpts(cfg *Config, group string, sources ...string) []kgo.Opt {
 		// unread, late. franz-go's 5 minutes is the Java client's default;
 		// for a delay system that is 5 minutes late.
 		kgo.MetadataMaxAge(metadataMaxAge),
-		MetadataMinAge(),
-	}, groupOpts(cfg, group)...)
+	}, append(FailoverOpts(), groupOpts(cfg, group)...)...)
 }
 
 // clientFetchMaxBytes is how much a fetch of a client that reads sources

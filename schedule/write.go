@@ -32,9 +32,6 @@ func (s *Scheduler) connect() error {
 		kgo.HeartbeatInterval(min(s.cfg.SessionTimeout/10, 3*time.Second)),
 		// Through a coordinator's failover, as the forwarder's groups.
 		forwarder.GroupRetryTimeout(s.cfg.SessionTimeout),
-		// Its occurrences reach a partition that moved as soon as the
-		// forwarder's records do.
-		forwarder.MetadataMinAge(),
 		// Nothing is resumed from a committed offset: a partition is read
 		// from its start each time it is assigned (fromStart).
 		kgo.DisableAutoCommit(),
@@ -59,7 +56,10 @@ func (s *Scheduler) connect() error {
 		// nor even 1 MiB (fetchBytes).
 		kgo.FetchMaxBytes(fetchBytes),
 		kgo.FetchMaxPartitionBytes(fetchBytes),
-	}, s.cfg.ClientOpts...)
+	}, append(
+		// Its occurrences reach a partition that moved as soon as the
+		// forwarder's records do.
+		forwarder.FailoverOpts(), s.cfg.ClientOpts...)...)
 	if !s.cfg.ExactlyOnce {
 		cl, err := kgo.NewClient(opts...)
 		s.cl = cl
