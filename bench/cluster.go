@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 	"github.com/kdelay/kdelay/stages"
 )
@@ -40,6 +41,12 @@ type cluster struct {
 // openCluster connects to brokers, or starts an embedded kfake broker when
 // there are none.
 func openCluster(brokers []string, opts []kgo.Opt, partitions int32, log *slog.Logger) (*cluster, error) {
+	// The benchmark's own clients (the ingress's producer, the floor's,
+	// the readers) learn of a partition's new leader as a Java client
+	// does, within a second, as kdelay's do: with franz-go's 5 s between
+	// metadata loads, each of the three on a record's path added its own
+	// 0-5 s to a failover's lateness, by chance, and the floor its own.
+	opts = append(forwarder.FailoverOpts(), opts...)
 	c := &cluster{brokers: brokers, opts: opts, runPrefix: newRunPrefix(), partitions: partitions, log: log}
 	if len(brokers) == 0 {
 		fake, err := kfake.NewCluster(kfake.NumBrokers(1), kfake.DefaultNumPartitions(int(partitions)))

@@ -4,6 +4,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 )
@@ -151,7 +152,8 @@ func TestClusterPort(t *testing.T) {
 func TestFaultedNodesLine(t *testing.T) {
 	t.Parallel()
 	rep := &FaultReport{NodeRole: NodeController, Scenarios: []FaultResult{
-		{Scenario: ScenarioKill, Faults: []Fault{{}}},
+		{Scenario: ScenarioKill, Faults: []Fault{{}}, MaxDueAt: 7700 * time.Millisecond, FloorMaxDueAt: 8300 * time.Millisecond,
+			All: Group{Delivered: 1}, Floor: Group{Delivered: 1}},
 		{Scenario: ScenarioQuorumLoss, Faults: []Fault{{Nodes: []int32{3, 1}}}},
 		{Scenario: ScenarioNodeRoll, Faults: []Fault{{Nodes: []int32{1, 3, 2}}}},
 	}}
@@ -159,7 +161,8 @@ func TestFaultedNodesLine(t *testing.T) {
 	if err := WriteFaultTable(&out, rep); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"quorum-loss at 0.0 s: node 3 (controller), 1\n", "node-roll at 0.0 s: node 1, 3, 2\n"} {
+	for _, want := range []string{"quorum-loss at 0.0 s: node 3 (controller), 1\n", "node-roll at 0.0 s: node 1, 3, 2\n",
+		"kill: the latest record was due at 7.7 s, the floor's at 8.3 s\n"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("table without %q:\n%s", want, out.String())
 		}

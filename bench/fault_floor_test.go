@@ -14,7 +14,7 @@ import (
 func TestFaultLateness(t *testing.T) {
 	t.Parallel()
 	t0 := time.Now()
-	r := &faultRun{cfg: &FaultConfig{Grace: time.Second}, windows: []window{{t0.Add(time.Second), t0.Add(2 * time.Second)}}}
+	r := &faultRun{cfg: &FaultConfig{Grace: time.Second}, started: t0, windows: []window{{t0.Add(time.Second), t0.Add(2 * time.Second)}}}
 	at := func(d time.Duration) time.Time { return t0.Add(d) }
 	ts := []traced{
 		{due: at(0), first: at(10 * time.Millisecond), copies: 1},                                            // before the fault
@@ -32,6 +32,10 @@ func TestFaultLateness(t *testing.T) {
 	if during.Sent != 2 || during.Delivered != 1 || during.Lost != 1 || !near(during.Max, 500*time.Millisecond) {
 		t.Errorf("during faults: sent %d, delivered %d, lost %d, max %s; want 2, 1, 1, 500ms (to 0.1%%)",
 			during.Sent, during.Delivered, during.Lost, during.Max)
+	}
+	// The latest record within the grace, not the lost one.
+	if got := r.maxDueAt(ts); got != 1500*time.Millisecond {
+		t.Errorf("the latest record was due at %s, want 1.5s", got)
 	}
 }
 

@@ -66,6 +66,12 @@ type FaultResult struct {
 	FloorDuringFaults        Group         `json:"floor_during_faults"`
 	MaxOverFloor             time.Duration `json:"max_over_floor_ns"`
 	DuringFaultsMaxOverFloor time.Duration `json:"during_faults_max_over_floor_ns"`
+	// MaxDueAt and FloorMaxDueAt are when the latest record was due, after
+	// writing started, kdelay's and the floor's: beside a fault's At, they
+	// say which of the fault's effects set each max (a transaction open
+	// when it came, a record written while it lasted).
+	MaxDueAt      time.Duration `json:"max_due_at_ns"`
+	FloorMaxDueAt time.Duration `json:"floor_max_due_at_ns"`
 
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Error says why the scenario did not run to its end; what it measured

@@ -337,13 +337,28 @@ func (r *faultRun) summarise() {
 		}
 	}
 	r.res.All, r.res.DuringFaults = r.lateness(ts)
+	r.res.MaxDueAt = r.maxDueAt(ts)
 	a := r.res.All
 	r.res.Sent, r.res.Delivered, r.res.Lost, r.res.Early, r.res.MostEarly = a.Sent, a.Delivered, a.Lost, a.Early, a.MostEarly
 	if r.floor != nil && r.floor.coll != nil {
-		r.res.Floor, r.res.FloorDuringFaults = r.lateness(r.floor.traced())
+		floor := r.floor.traced()
+		r.res.Floor, r.res.FloorDuringFaults = r.lateness(floor)
+		r.res.FloorMaxDueAt = r.maxDueAt(floor)
 		r.res.MaxOverFloor = r.res.All.Max - r.res.Floor.Max
 		r.res.DuringFaultsMaxOverFloor = r.res.DuringFaults.Max - r.res.FloorDuringFaults.Max
 	}
+}
+
+// maxDueAt is when the latest record of ts that arrived within the grace
+// was due, after writing started.
+func (r *faultRun) maxDueAt(ts []traced) time.Duration {
+	var most, at time.Duration
+	for _, t := range ts {
+		if late := t.first.Sub(t.due); t.copies > 0 && late <= r.cfg.Grace && late >= most {
+			most, at = late, t.due.Sub(r.started)
+		}
+	}
+	return at
 }
 
 // lateness is how late the records of ts arrived: all of them, and those

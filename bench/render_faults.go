@@ -92,7 +92,8 @@ func writeFloorNote(w io.Writer, r *FaultReport) {
 }
 
 // writeFaultedNodes says which Kafka nodes each fault of a cluster scenario
-// stopped, in order, after a blank line; nothing for the other scenarios.
+// stopped, in order, and when each scenario's latest record and the floor's
+// were due, after a blank line.
 func writeFaultedNodes(w io.Writer, r *FaultReport) {
 	var lines []string
 	for _, s := range r.Scenarios {
@@ -108,6 +109,9 @@ func writeFaultedNodes(w io.Writer, r *FaultReport) {
 				nodes[0] += " (" + r.NodeRole + ")"
 			}
 			lines = append(lines, fmt.Sprintf("%s at %.1f s: node %s", s.Scenario, f.At.Seconds(), strings.Join(nodes, ", ")))
+		}
+		if len(s.Faults) > 0 && s.All.Delivered > 0 && s.Floor.Delivered > 0 {
+			lines = append(lines, fmt.Sprintf("%s: the latest record was due at %.1f s, the floor's at %.1f s", s.Scenario, s.MaxDueAt.Seconds(), s.FloorMaxDueAt.Seconds()))
 		}
 	}
 	if len(lines) > 0 {
