@@ -68,8 +68,8 @@ type FaultResult struct {
 	DuringFaultsMaxOverFloor time.Duration `json:"during_faults_max_over_floor_ns"`
 	// MaxDueAt and FloorMaxDueAt are when the latest record was due, after
 	// writing started, kdelay's and the floor's: beside a fault's At, they
-	// say which of the fault's effects set each max (a transaction open
-	// when it came, a record written while it lasted).
+	// say whether each max was set by a record due before the fault came
+	// (held up by it) or by one due while it lasted.
 	MaxDueAt      time.Duration `json:"max_due_at_ns"`
 	FloorMaxDueAt time.Duration `json:"floor_max_due_at_ns"`
 
