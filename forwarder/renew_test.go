@@ -2,7 +2,6 @@ package forwarder
 
 import (
 	"context"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -39,9 +38,7 @@ func TestFencedProducerRenews(t *testing.T) {
 
 	fence := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.ProducerFenced})
 	const n = 20
-	for i := range n {
-		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
-	}
+	fx.sendDue(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := fence.Wait(ctx, 1); err != nil {
@@ -132,9 +129,7 @@ func TestConcurrentTransactionsRenews(t *testing.T) {
 		When:  first,
 	})
 	const n = 20
-	for i := range n {
-		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
-	}
+	fx.sendDue(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := busy.Wait(ctx, 1); err != nil {

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"os"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -118,6 +119,15 @@ func (fx *fixture) send(value string, headers ...string) *kgo.Record {
 		fx.t.Fatalf("produce to ingress: %v", err)
 	}
 	return r
+}
+
+// sendDue sends n records due at once to the fixture's target, with the
+// values and kdelay-ids "0" to n-1.
+func (fx *fixture) sendDue(n int) {
+	fx.t.Helper()
+	for i := range n {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
+	}
 }
 
 // atLeast is a done func for kafkatest.Collector.Until: n records arrived.

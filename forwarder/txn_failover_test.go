@@ -2,7 +2,6 @@ package forwarder
 
 import (
 	"context"
-	"strconv"
 	"testing"
 	"time"
 
@@ -11,7 +10,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
 )
 
@@ -40,9 +38,7 @@ func TestExactlyOnceWaitsOutALeaderMoving(t *testing.T) {
 	// seconds with its backoff: well within a transaction's timeout.
 	moving := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Produce}, Topic: fx.target, Err: kerr.NotEnoughReplicas, Count: -1})
 	const n = 10
-	for i := range n {
-		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
-	}
+	fx.sendDue(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	if err := moving.Wait(ctx, 2*clientRetries+2); err != nil {

@@ -183,9 +183,7 @@ func TestExactlyOnceRidesOutAnOutage(t *testing.T) {
 
 	outage := fx.cluster.Fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.EndTxn}, TopLevel: true, Err: kerr.CoordinatorNotAvailable, Count: -1})
 	const n = 20
-	for i := range n {
-		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
-	}
+	fx.sendDue(n)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 	if err := outage.Wait(ctx, 3); err != nil {

@@ -3,7 +3,6 @@ package forwarder
 import (
 	"context"
 	"net"
-	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,7 +13,6 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
 )
 
@@ -93,9 +91,7 @@ func TestUnconfirmedCommit(t *testing.T) {
 	fx.start(cfg)
 
 	const n = 20
-	for i := range n {
-		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
-	}
+	fx.sendDue(n)
 	select {
 	case <-applied:
 	case <-time.After(20 * time.Second):
