@@ -112,3 +112,5 @@ require (
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260526163538-3dc84a4a5aaa // indirect
 	google.golang.org/grpc v1.81.1 // indirect
 )
+
+replace github.com/twmb/franz-go/pkg/kfake => ./third_party/kfake
