@@ -79,6 +79,12 @@ type (
 		pidsLogSize        int64
 		needsGroupsCompact bool
 
+		// Only while loading from disk (kdelay patch, txn_prepare.go):
+		// commits pids.log prepared but did not end, and the
+		// transactions the segment replay aborted for want of a marker.
+		prepared    map[int64]pidLogEntry
+		crashAborts []crashAbort
+
 		die  chan struct{}
 		dead atomic.Bool
 	}

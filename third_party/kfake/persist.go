@@ -435,12 +435,17 @@ type (
 	}
 
 	pidLogEntry struct {
-		Type    string `json:"type"` // init, endtx, timeout
+		Type    string `json:"type"` // init, prepare, endtx, timeout
 		PID     int64  `json:"pid"`
 		Epoch   int16  `json:"epoch"`
 		TxID    string `json:"txid,omitempty"`
 		Timeout int32  `json:"timeout,omitempty"`
 		Commit  *bool  `json:"commit,omitempty"`
+
+		// prepare only (kdelay patch, see txn_prepare.go): the
+		// partitions that get a commit marker, and the staged offsets.
+		Parts   map[string][]int32                                          `json:"parts,omitempty"`
+		Offsets map[string]map[string]map[int32]sessionTxStagedOffsetCommit `json:"offsets,omitempty"`
 	}
 )
 
@@ -1079,6 +1084,7 @@ func (c *Cluster) loadFromDisk() (bool, error) {
 
 	// Load PIDs, then bump epoch for PIDs that had in-flight
 	// transactions at crash time.
+	c.prepared = make(map[int64]pidLogEntry)
 	if err := c.loadPIDsLog(fsys, dir); err != nil {
 		return false, err
 	}
@@ -1097,6 +1103,7 @@ func (c *Cluster) loadFromDisk() (bool, error) {
 	); err != nil {
 		return false, err
 	}
+	c.finishPreparedCommits()
 
 	if err := c.loadSessionState(); err != nil {
 		c.cfg.logger.Logf(LogLevelWarn, "load session state: %v", err)
@@ -1385,12 +1392,14 @@ func (c *Cluster) loadPartitionFullReplay(pd *partData, segFiles []int64, fsys f
 					}
 				}
 			}
-			pd.abortedTxns = append(pd.abortedTxns, abortedTxnEntry{
+			a := abortedTxnEntry{
 				producerID:  pid,
 				firstOffset: firstOff,
 				lastOffset:  last,
-			})
+			}
+			pd.abortedTxns = append(pd.abortedTxns, a)
 			crashAbortedPIDs[pid] = struct{}{}
+			c.crashAborts = append(c.crashAborts, crashAbort{pd, a})
 		}
 		crashAbortedMu.Unlock()
 	}
@@ -1588,7 +1597,10 @@ func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
 			if entry.TxID != "" {
 				c.pids.byTxid[entry.TxID] = pidinf
 			}
+		case "prepare":
+			c.prepared[entry.PID] = entry
 		case "endtx":
+			delete(c.prepared, entry.PID)
 			pidinf, ok := c.pids.ids[entry.PID]
 			if ok {
 				pidinf.epoch = entry.Epoch
@@ -1598,6 +1610,7 @@ func (c *Cluster) loadPIDsLog(fsys fs, dir string) error {
 				}
 			}
 		case "timeout":
+			delete(c.prepared, entry.PID)
 			pidinf, ok := c.pids.ids[entry.PID]
 			if ok {
 				pidinf.epoch = entry.Epoch
@@ -1936,7 +1949,9 @@ func (c *Cluster) persistPIDEntry(entry pidLogEntry) error {
 		return err
 	}
 	c.pidsLogSize += int64(n)
-	if c.pidsLogSize >= c.stateLogCompactBytes() {
+	// Compaction rewrites the log from memory, which holds no prepare:
+	// it waits for the endtx that follows (kdelay patch, txn_prepare.go).
+	if c.pidsLogSize >= c.stateLogCompactBytes() && entry.Type != "prepare" {
 		c.compactPIDsLog()
 	}
 	return nil

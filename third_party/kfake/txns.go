@@ -587,6 +587,9 @@ func (pids *pids) doEnd(creq *clientReq) kmsg.Response {
 
 	nBatches, nGroups := pidinf.txBatchCount, len(pidinf.txGroups)
 	endTxStart := time.Now()
+	if req.Commit {
+		pids.c.persistPIDEntry(pidinf.prepareEntry())
+	}
 	pidinf.endTx(req.Commit)
 	if elapsed := time.Since(endTxStart); elapsed > 5*time.Millisecond {
 		pids.c.cfg.logger.Logf(LogLevelWarn, "txn: EndTxn slow pid=%d epoch=%d elapsed=%dms batches=%d groups=%d",
