@@ -7,7 +7,6 @@ import (
 	"net"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"syscall"
 	"time"
 
@@ -64,9 +63,8 @@ func newClient(cfg config.Config, opts ...kgo.Opt) (*kgo.Client, error) {
 // RequestTimeoutOverhead (10s by default) does, and that is too long for
 // the clients that then do the work.
 func probe(ctx context.Context, cfg config.Config) error {
-	var dialed dialHook
 	cl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(cfg.Seeds()...)}, cfg.ClientOpts(),
-		[]kgo.Opt{kgo.WithHooks(&dialed), kgo.DialTimeout(answerTimeout), kgo.RequestTimeoutOverhead(answerTimeout)})...)
+		[]kgo.Opt{kgo.DialTimeout(answerTimeout), kgo.RequestTimeoutOverhead(answerTimeout)})...)
 	if err != nil {
 		return fmt.Errorf("kafka client for %s: %w", strings.Join(cfg.Seeds(), ","), err)
 	}
@@ -83,7 +81,7 @@ func probe(ctx context.Context, cfg config.Config) error {
 	if why := refused(err); why != nil {
 		return why
 	}
-	return unreachable(cfg, err, dialed.accepted.Load())
+	return unreachable(cfg, err, accepts(cfg.Seeds()))
 }
 
 // unreachable says why no broker answered and what to do about it.
@@ -108,13 +106,20 @@ func unreachable(cfg config.Config, err error, accepted bool) error {
 	return fmt.Errorf("no Kafka broker at %s: %w: %s", addr, err, fix)
 }
 
-// dialHook notes whether any connection was accepted, which tells a broker
-// that is not there from an address that accepts connections but is not a
-// Kafka broker.
-type dialHook struct{ accepted atomic.Bool }
-
-func (h *dialHook) OnBrokerConnect(_ kgo.BrokerMetadata, _ time.Duration, conn net.Conn, _ error) {
-	if conn != nil {
-		h.accepted.Store(true)
+// accepts reports whether any of addrs accepts a TCP connection, which
+// tells a broker that is not there from an address that accepts
+// connections but is not a Kafka broker. It dials again rather than ask the
+// client: a request returns when its context ends, before the client's
+// dial has reported how it went.
+func accepts(addrs []string) bool {
+	for _, addr := range addrs {
+		if _, _, err := net.SplitHostPort(addr); err != nil {
+			addr = net.JoinHostPort(addr, "9092") // as franz-go does
+		}
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			return true
+		}
 	}
+	return false
 }
