@@ -1508,8 +1508,12 @@ func (c *Cluster) loadSegmentBatches(pd *partData, fsys fs, pdir string, base in
 		// Read metadata from index file (if available). The stored
 		// maxEarlierTimestamp is not used: rebuildMaxTimestampMeta
 		// recomputes it once every segment is loaded.
-		var epoch int32
-		var inTx bool
+		// kdelay patch (index_crash.go): a batch whose index entry a
+		// crash lost takes what the entry would say from its header:
+		// transactional if it is a transaction's data, so the replay
+		// aborts it with its open transaction instead of serving it as
+		// committed, and its leader epoch.
+		epoch, inTx := rb.PartitionLeaderEpoch, rb.Attributes&0x0010 != 0 && rb.Attributes&0x0020 == 0
 		idxOff := batchIdx * indexEntrySize
 		if idxOff+indexEntrySize <= len(idxRaw) {
 			epoch, _, inTx, _ = decodeIndexEntry(idxRaw[idxOff : idxOff+indexEntrySize])
@@ -1545,6 +1549,8 @@ func (c *Cluster) loadSegmentBatches(pd *partData, fsys fs, pdir string, base in
 			}
 		}
 	}
+
+	c.completeIndex(pd, fsys, pdir, base, idxRaw, result)
 
 	// Truncate orphaned index entries that may remain from a prior
 	// crash where the index write succeeded but the segment did not.

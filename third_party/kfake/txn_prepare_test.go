@@ -18,43 +18,57 @@ import (
 )
 
 // TestCommitSurvivesCrash kills the broker's disk in the middle of a
-// commit: a transaction produced a record to each of 3 partitions and
-// staged the offset 7 for group g, then the process died after the commit
-// wrote `markers` of its 3 markers. Once the commit has begun writing its
-// markers, the transaction is committed after the restart in every
-// partition, offset included; before, it is aborted in every partition.
-// Anything else is a duplicate for a consume-transform-produce client
-// (records committed, its input re-read) or a loss.
+// transaction that produces a record to each of 3 partitions and stages
+// the offset 7 for group g: while it produces, or after its commit wrote
+// some of its 3 markers. Once the commit has begun writing its markers,
+// the transaction is committed after the restart in every partition,
+// offset included; before, it is aborted in every partition. Anything else
+// is a duplicate for a consume-transform-produce client (records
+// committed, its input re-read) or a loss.
 func TestCommitSurvivesCrash(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
 		name      string
-		markers   int
+		crash     crashPoint
 		committed bool
 	}{
-		{"before the first marker", 0, false},
-		{"after the first marker", 1, true},
-		{"after every marker, before the offsets", 3, true},
+		{"after the third record's segment write, before its index entry", crashPoint{before: 2, suffix: ".dat", writes: 1}, false},
+		{"before the first marker", crashPoint{before: 3, suffix: ".idx", writes: 0}, false},
+		{"after the first marker", crashPoint{before: 3, suffix: ".idx", writes: 1}, true},
+		{"after every marker, before the offsets", crashPoint{before: 3, suffix: ".idx", writes: 3}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			disk := &crashFS{fs: newMemFS()}
-			commitThenCrash(t, disk, tc.markers)
-			visible, offset := afterRestart(t, disk.fs)
+			commitThenCrash(t, disk, tc.crash)
 			want, wantOffset := 0, int64(-1)
 			if tc.committed {
 				want, wantOffset = 3, 7
 			}
-			if visible != want || offset != wantOffset {
-				t.Errorf("after the restart %d of the transaction's 3 records are committed and group g's offset is %d, want %d and %d", visible, offset, want, wantOffset)
+			// Twice: what the first restart repaired and appended must
+			// read back the same on the next.
+			for _, restart := range []string{"first", "second"} {
+				visible, offset := afterRestart(t, disk.fs, restart)
+				if visible != want || offset != wantOffset {
+					t.Errorf("after the %s restart %d of the transaction's 3 records are committed and group g's offset is %d, want %d and %d", restart, visible, offset, want, wantOffset)
+				}
 			}
 		})
 	}
 }
 
-// commitThenCrash runs the transaction on a broker writing to disk, and
-// lets only `markers` marker writes of its commit reach the disk.
-func commitThenCrash(t *testing.T, disk *crashFS, markers int) {
+// crashPoint is where the disk dies: once writes more writes to files
+// ending in suffix reach it, counted from just before the transaction's
+// record to partition `before` is produced (3: before the commit).
+type crashPoint struct {
+	before int32
+	suffix string
+	writes int
+}
+
+// commitThenCrash runs the transaction on a broker writing to disk that
+// dies at crash.
+func commitThenCrash(t *testing.T, disk *crashFS, crash crashPoint) {
 	c, err := NewCluster(withFS(disk), NumBrokers(1), SeedTopics(3, "out"), SeedTopics(1, "in"))
 	if err != nil {
 		t.Fatal(err)
@@ -73,12 +87,17 @@ func commitThenCrash(t *testing.T, disk *crashFS, markers int) {
 		t.Fatal(err)
 	}
 	for p := range int32(3) {
+		if p == crash.before {
+			disk.crashAfter(crash.writes, crash.suffix)
+		}
 		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Partition: p, Value: []byte("txn")}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
 	stageOffset(ctx, t, cl, 7)
-	disk.crashAfter(markers)
+	if crash.before == 3 {
+		disk.crashAfter(crash.writes, crash.suffix)
+	}
 	if err := cl.EndTransaction(ctx, kgo.TryCommit); err != nil {
 		t.Fatal(err)
 	}
@@ -113,16 +132,21 @@ func stageOffset(ctx context.Context, t *testing.T, cl *kgo.Client, offset int64
 // afterRestart starts a broker on what reached the disk and returns how
 // many of the transaction's records a read_committed consumer sees, and
 // group g's offset for in/0 (-1 if none).
-func afterRestart(t *testing.T, disk fs) (visible int, offset int64) {
-	c, err := NewCluster(withFS(disk), NumBrokers(1))
+func afterRestart(t *testing.T, disk fs, restart string) (visible int, offset int64) {
+	// This broker too dies rather than stops once it has answered: the
+	// next restart loads what a crash left, not what a clean stop saves.
+	crashing := &crashFS{fs: disk}
+	defer crashing.crashAfter(0, "")
+	c, err := NewCluster(withFS(crashing), NumBrokers(1))
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer c.Close()
+	t.Cleanup(c.Close) // writes nothing: the disk has crashed
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	// A plain record after the transaction in each partition: once the
-	// consumer has read the three, it has read all the transaction left.
+	// A plain record after the transaction in each partition, named after
+	// the restart: once the consumer has read the three, it has read all
+	// the transaction left.
 	cl, err := kgo.NewClient(kgo.SeedBrokers(c.ListenAddrs()...), kgo.RecordPartitioner(kgo.ManualPartitioner()),
 		kgo.ConsumeTopics("out"), kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()))
 	if err != nil {
@@ -130,7 +154,7 @@ func afterRestart(t *testing.T, disk fs) (visible int, offset int64) {
 	}
 	defer cl.Close()
 	for p := range int32(3) {
-		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Partition: p, Value: []byte("end")}).FirstErr(); err != nil {
+		if err := cl.ProduceSync(ctx, &kgo.Record{Topic: "out", Partition: p, Value: []byte(restart)}).FirstErr(); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -140,9 +164,10 @@ func afterRestart(t *testing.T, disk fs) (visible int, offset int64) {
 			t.Fatalf("read %d of the 3 records written after the restart within 10s", ends)
 		}
 		fs.EachRecord(func(r *kgo.Record) {
-			if string(r.Value) == "end" {
+			switch string(r.Value) {
+			case restart:
 				ends++
-			} else {
+			case "txn":
 				visible++
 			}
 		})
@@ -161,20 +186,21 @@ func afterRestart(t *testing.T, disk fs) (visible int, offset int64) {
 }
 
 // crashFS passes writes to fs until the process "dies": after
-// crashAfter(n), n more record batches (a segment write, then its index
-// entry) reach fs, then nothing does, as if SIGKILL had struck.
+// crashAfter(n, suffix), once n more writes to files whose names end in
+// suffix have reached fs, nothing does, as if SIGKILL had struck. A record
+// batch is a segment write (.dat), then its index entry (.idx).
 type crashFS struct {
 	fs
 	mu      sync.Mutex
-	armed   bool
+	suffix  string
 	left    int
 	crashed bool
 }
 
-func (d *crashFS) crashAfter(batches int) {
+func (d *crashFS) crashAfter(writes int, suffix string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.armed, d.left, d.crashed = true, batches, batches == 0
+	d.suffix, d.left, d.crashed = suffix, writes, writes == 0
 }
 
 func (d *crashFS) dead() bool {
@@ -183,11 +209,11 @@ func (d *crashFS) dead() bool {
 	return d.crashed
 }
 
-// wrote counts a write that reached fs; an index entry ends a batch.
-func (d *crashFS) wrote(index bool) {
+// wrote counts a write to name that reached fs.
+func (d *crashFS) wrote(name string) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.armed && index {
+	if d.suffix != "" && strings.HasSuffix(name, d.suffix) {
 		d.left--
 		d.crashed = d.left <= 0
 	}
@@ -201,7 +227,7 @@ func (d *crashFS) OpenFile(name string, flag int, perm os.FileMode) (file, error
 	if err != nil {
 		return nil, err
 	}
-	return &crashFile{file: f, disk: d, index: strings.HasSuffix(name, ".idx")}, nil
+	return &crashFile{file: f, disk: d, name: name}, nil
 }
 
 func (d *crashFS) Rename(from, to string) error {
@@ -227,8 +253,8 @@ func (d *crashFS) RemoveAll(path string) error {
 
 type crashFile struct {
 	file
-	disk  *crashFS
-	index bool
+	disk *crashFS
+	name string
 }
 
 func (f *crashFile) Write(b []byte) (int, error) {
@@ -236,7 +262,7 @@ func (f *crashFile) Write(b []byte) (int, error) {
 		return len(b), nil
 	}
 	n, err := f.file.Write(b)
-	f.disk.wrote(f.index)
+	f.disk.wrote(f.name)
 	return n, err
 }
 
