@@ -124,14 +124,21 @@ func (f *Fleet) readDLQ(ctx context.Context, topic string, from, to map[int32]in
 			return err
 		}
 		fetches.EachRecord(func(r *kgo.Record) {
-			if end, ok := to[r.Partition]; !ok || r.Offset >= end {
+			end, ok := to[r.Partition]
+			if !ok {
 				return
 			}
-			read++
-			if !r.Attrs.IsControl() {
-				each(ReadDeadLetter(r))
+			if r.Offset < end {
+				read++
+				if !r.Attrs.IsControl() {
+					each(ReadDeadLetter(r))
+				}
 			}
-			if r.Offset >= to[r.Partition]-1 {
+			// Past the end counts too: the broker writes a transaction's
+			// markers after the end offset was listed, so a partition
+			// listed as ending with an aborted record, which read
+			// committed skips, ends with its marker past the end.
+			if _, reading := from[r.Partition]; reading && r.Offset >= end-1 {
 				delete(from, r.Partition)
 				cl.PauseFetchPartitions(map[string][]int32{topic: {r.Partition}})
 			}
