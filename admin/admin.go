@@ -94,6 +94,12 @@ type Config struct {
 	// forwarder's TLS and SASL.
 	ClientOpts []kgo.Opt
 
+	// Client, when set, is the Kafka client the listener asks with instead
+	// of one of its own: the process's client outside any group
+	// (forwarder.NewPlainClient). Run does not close it. Brokers and
+	// ClientOpts are then not used.
+	Client *kgo.Client
+
 	// Console, when set, is served at / and everything below it the
 	// other paths do not take: the web console (package console). Default
 	// none: / answers 404.
@@ -120,7 +126,7 @@ func (c Config) validate() error {
 	if c.Metrics == nil {
 		errs = append(errs, errors.New("admin: no Metrics; make one with admin.NewMetrics and give it to forwarder.Config.Observer too"))
 	}
-	if len(c.Brokers) == 0 {
+	if len(c.Brokers) == 0 && c.Client == nil {
 		errs = append(errs, errors.New("admin: no Brokers; pass the forwarder's seed brokers"))
 	}
 	return errors.Join(errs...)
@@ -133,6 +139,8 @@ type Server struct {
 	http *http.Server
 	cl   *kgo.Client
 	adm  *kadm.Client
+	// closeClient closes cl if the listener made it.
+	closeClient func()
 }
 
 // New checks cfg and listens on its address, so that an address in use is
@@ -143,16 +151,21 @@ func New(cfg Config) (*Server, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("kdelay-admin")}, cfg.ClientOpts...)...)
-	if err != nil {
-		return nil, fmt.Errorf("admin: kafka client: %w", err)
+	cl, closeClient := cfg.Client, func() {}
+	if cl == nil {
+		var err error
+		cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cfg.Brokers...), kgo.ClientID("kdelay-admin")}, cfg.ClientOpts...)...)
+		if err != nil {
+			return nil, fmt.Errorf("admin: kafka client: %w", err)
+		}
+		closeClient = cl.Close
 	}
 	ln, err := net.Listen("tcp", cfg.Addr)
 	if err != nil {
-		cl.Close()
+		closeClient()
 		return nil, fmt.Errorf("admin: listen on %s: %w; free the port, set admin to another host:port, or to empty to turn the listener off", cfg.Addr, err)
 	}
-	s := &Server{cfg: cfg, ln: ln, cl: cl, adm: kadm.NewClient(cl)}
+	s := &Server{cfg: cfg, ln: ln, cl: cl, adm: kadm.NewClient(cl), closeClient: closeClient}
 	cfg.Metrics.reg.MustRegister(&gauges{s: s})
 	mux := http.NewServeMux()
 	mux.Handle("GET /metrics", promhttp.HandlerFor(cfg.Metrics.reg, promhttp.HandlerOpts{ErrorLog: promLog{cfg.Logger}, ErrorHandling: promhttp.ContinueOnError}))
@@ -173,7 +186,7 @@ func (s *Server) Addr() string { return s.ln.Addr().String() }
 // let the requests in flight finish (for up to 5s, then cut them), then close the Kafka
 // client they use. ctx ending is not an error.
 func (s *Server) Run(ctx context.Context) error {
-	defer s.cl.Close()
+	defer s.closeClient()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error {
 		if err := s.http.Serve(s.ln); !errors.Is(err, http.ErrServerClosed) {

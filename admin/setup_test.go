@@ -80,7 +80,8 @@ func build(t *testing.T, tweak func(*forwarder.Config), scheduled bool) *fixture
 	if err != nil {
 		t.Fatalf("forwarder.New: %v", err)
 	}
-	cfg := Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers}
+	// A client given to the forwarder is the listener's too, as in serve.
+	cfg := Config{Addr: "127.0.0.1:0", Forwarder: f, Metrics: m, Brokers: cluster.Brokers, Client: fcfg.Client}
 	if scheduled {
 		cfg.Scheduler = sched
 	}

@@ -35,6 +35,13 @@ type Config struct {
 	// TLS and SASL. Default none.
 	ClientOpts []kgo.Opt
 
+	// Client, when set, is the client fleet writes commands and asks the
+	// brokers with, instead of one of its own: kdelay serve shares the
+	// process's client outside any group (forwarder.NewPlainClient). Close
+	// does not close it. Reads that consume (heads, the DLQ, a search)
+	// still make their own, with Brokers and ClientOpts.
+	Client *kgo.Client
+
 	// Topics names kdelay's topics: the prefix serve runs with. Default
 	// prefix kdelay.DefaultPrefix, "kdelay".
 	Topics kdelay.Topics
@@ -76,9 +83,10 @@ func (c Config) Rules() kdelay.Rules { return kdelay.Rules{Topics: c.Topics, Max
 
 // Fleet reads one kdelay fleet. Its methods may be called concurrently.
 type Fleet struct {
-	cfg Config
-	cl  *kgo.Client
-	adm *kadm.Client
+	cfg    Config
+	cl     *kgo.Client
+	adm    *kadm.Client
+	shared bool // cl is Config.Client, which Close leaves open
 }
 
 // New makes the Kafka client the reads share; it connects on first use.
@@ -87,6 +95,9 @@ func New(cfg Config) (*Fleet, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Client != nil {
+		return &Fleet{cfg: cfg, cl: cfg.Client, adm: kadm.NewClient(cfg.Client), shared: true}, nil
 	}
 	cl, err := cfg.client(kgo.ClientID("kdelay-fleet"))
 	if err != nil {
@@ -98,8 +109,12 @@ func New(cfg Config) (*Fleet, error) {
 // Config is the configuration f reads with, defaults filled in.
 func (f *Fleet) Config() Config { return f.cfg }
 
-// Close closes f's client.
-func (f *Fleet) Close() { f.cl.Close() }
+// Close closes f's client, unless it is Config.Client.
+func (f *Fleet) Close() {
+	if !f.shared {
+		f.cl.Close()
+	}
+}
 
 // client makes a Kafka client for the fleet's brokers. Reads that consume
 // (heads, the DLQ, a search) make one of their own, outside any group, so

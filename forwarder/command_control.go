@@ -34,40 +34,27 @@ type controlReader struct {
 	duty   func() bool   // reports whether this process reports unmatched commands
 }
 
-func newControlReader(cfg *Config, cmds *commands) (*controlReader, error) {
-	cl, err := kgo.NewClient(append([]kgo.Opt{
-		kgo.SeedBrokers(cfg.Brokers...),
-		kgo.ClientID("kdelay-control"),
-		kgo.ConsumeTopics(cfg.Topics.Control()),
-		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),
-		// A mark written in an aborted transaction never happened.
-		kgo.FetchIsolationLevel(kgo.ReadCommitted()),
-		// Transaction markers are offsets too: without them the last
-		// offset of a partition may never be seen, and loading would not end.
-		kgo.KeepControlRecords(),
-		kgo.DisableClientMetrics(),
-		// Loading a million commands at start must not buffer franz-go's
-		// default 50 MiB per fetch: a command is a few dozen bytes, and
-		// small fetches load them as fast.
-		kgo.FetchMaxBytes(4 << 20),
-		kgo.FetchMaxPartitionBytes(1 << 20),
-	}, cfg.ClientOpts...)...)
-	if err != nil {
-		return nil, err
-	}
+// newControlReader reads with cl, a client made by NewPlainClient, which
+// consumes the control topic and which nothing else polls.
+func newControlReader(cfg *Config, cmds *commands, cl *kgo.Client) *controlReader {
 	return &controlReader{
 		cfg: cfg, cmds: cmds, cl: cl,
 		rules:  kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
 		loaded: make(chan struct{}),
 		onDue:  func() {}, duty: func() bool { return false },
-	}, nil
+	}
 }
 
 // run reads until ctx ends. It first finds where each partition ends, so
 // that loaded means every command written before kdelay started is in force:
 // a forwarder restarted mid-way honours them all.
 func (r *controlReader) run(ctx context.Context) error {
-	defer r.cl.Close()
+	// Added now, once the topic exists: a client that asks for a topic
+	// not created yet learns of it a quarter second after it is, and a
+	// command may come meanwhile. Removed at the end, so that a reader
+	// on the same client later reads it from its start again.
+	r.cl.AddConsumeTopics(r.cfg.Topics.Control())
+	defer r.cl.PurgeTopicsFromConsuming(r.cfg.Topics.Control())
 	ends, err := r.ends(ctx)
 	if err != nil {
 		return err

@@ -5,18 +5,16 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 )
 
 // readCommands starts the control topic's reader in g and waits until it has
 // read every command written before now, so that no record is forwarded
 // before the commands that govern it are known.
-func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group) error {
+func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group, cl *kgo.Client) error {
 	f.cmds = newCommands(f.cfg.commandTTL(), f.cfg.Logger)
-	r, err := newControlReader(&f.cfg, f.cmds)
-	if err != nil {
-		return fmt.Errorf("read %s: %w", f.cfg.Topics.Control(), err)
-	}
+	r := newControlReader(&f.cfg, f.cmds, cl)
 	r.onDue = f.nudgeAll
 	r.duty = f.reportsUnmatched
 	g.Go(func() error { return r.run(ctx) })

@@ -20,8 +20,14 @@ import (
 // runNow writes a run-now command for id and returns when it was written.
 func (fx *fixture) runNow(id string) time.Time {
 	fx.t.Helper()
+	return fx.command(id, kdelay.CommandRunNow)
+}
+
+// command writes command name for id and returns when it was written.
+func (fx *fixture) command(id, name string) time.Time {
+	fx.t.Helper()
 	r := &kgo.Record{Topic: fx.cfg.Topics.Control(), Key: []byte(id), Value: []byte{},
-		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(kdelay.CommandRunNow)}}}
+		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(name)}}}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := fx.cl.ProduceSync(ctx, r).FirstErr(); err != nil {

@@ -312,6 +312,14 @@ type Config struct {
 	// a dialer, a logger.
 	ClientOpts []kgo.Opt
 
+	// Client, when set, is the client outside any group that Run asks the
+	// brokers with and reads the control topic with: one made by
+	// NewPlainClient, which the process may share with what it runs
+	// beside the forwarder (kdelay serve: the admin listener, the
+	// console). Run does not close it. Default: Run makes one and closes
+	// it when it returns.
+	Client *kgo.Client
+
 	// Observer is told what every forwarder does, record by record (see
 	// Observer); package admin's Metrics is one. Default: none.
 	Observer Observer
@@ -414,6 +422,9 @@ func (c Config) validate() error {
 		fail("instance-id", "the host has no name to default to; set one that is unique among the kdelay processes sharing the group and stays the same across restarts")
 	}
 	negative("shutdown-timeout", c.ShutdownTimeout, DefaultShutdownTimeout)
+	if err := checkPlainClient(c.Client); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 

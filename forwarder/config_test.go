@@ -99,3 +99,35 @@ func TestSharedFetchWithinAShare(t *testing.T) {
 		}
 	}
 }
+
+// TestPlainClientChecked: a Config.Client that would not read the control
+// topic as the control reader needs is refused by New, saying how to make
+// one; NewPlainClient's is taken.
+func TestPlainClientChecked(t *testing.T) {
+	t.Parallel()
+	cfg := Config{Brokers: []string{"x:1"}}
+	for name, opts := range map[string][]kgo.Opt{
+		"read uncommitted":    {kgo.KeepControlRecords()},
+		"without the markers": {kgo.FetchIsolationLevel(kgo.ReadCommitted())},
+		"in a group":          {kgo.FetchIsolationLevel(kgo.ReadCommitted()), kgo.KeepControlRecords(), kgo.ConsumerGroup("g"), kgo.ConsumeTopics("t")},
+	} {
+		cl, err := kgo.NewClient(append(opts, kgo.SeedBrokers(cfg.Brokers...))...)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cfg.Client = cl
+		if _, err := New(cfg); err == nil || !strings.Contains(err.Error(), "make it with forwarder.NewPlainClient") {
+			t.Errorf("%s: New error = %v, want one saying to make it with NewPlainClient", name, err)
+		}
+		cl.Close()
+	}
+	cl, err := NewPlainClient(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	cfg.Client = cl
+	if _, err := New(cfg); err != nil {
+		t.Errorf("New with NewPlainClient's client: %v", err)
+	}
+}

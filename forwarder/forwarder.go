@@ -16,7 +16,6 @@ import (
 	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -73,12 +72,15 @@ func (f *Forwarder) Waiting() string {
 // of its prefix that is no longer configured but still holds records (see
 // findDropped); each such forwarder stops on its own once its level is empty.
 func (f *Forwarder) Run(ctx context.Context) error {
-	cl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(f.cfg.Brokers...)}, f.cfg.ClientOpts...)...)
-	if err != nil {
-		return err
+	cl := f.cfg.Client
+	if cl == nil {
+		var err error
+		if cl, err = NewPlainClient(f.cfg); err != nil {
+			return err
+		}
+		// Closed after g.Wait: the drain watchers use it until they return.
+		defer cl.Close()
 	}
-	// Closed after g.Wait: the drain watchers use it until they return.
-	defer cl.Close()
 	adm := kadm.NewClient(cl)
 	if err := ensureTopics(ctx, adm, &f.cfg); err != nil {
 		return err
@@ -95,7 +97,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.mem.run(gctx) })
-	if err := f.readCommands(gctx, g); err != nil {
+	if err := f.readCommands(gctx, g, cl); err != nil {
 		cancel()
 		return errors.Join(err, g.Wait())
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/twmb/franz-go/pkg/kgo"
 	"golang.org/x/sync/errgroup"
 
 	"github.com/kdelay/kdelay/admin"
@@ -97,23 +98,19 @@ func serveConsole(ctx context.Context, cfg config.Config, addr string, stderr io
 }
 
 // adminConsole is the console serve's admin listener mounts at /, on the
-// fleet this serve is part of, with the deliveries metrics counts, and the
-// fleet, to close once the listener has stopped.
-func (s server) adminConsole(brokers []string, metrics *admin.Metrics) (*fleet.Fleet, *console.Console, error) {
+// fleet this serve is part of, with the deliveries metrics counts. It asks
+// the brokers through cl, the process's client outside any group, which
+// serve closes.
+func (s server) adminConsole(brokers []string, metrics *admin.Metrics, cl *kgo.Client) (*console.Console, error) {
 	fcfg := fleetConfig(s.cfg)
-	fcfg.Brokers = brokers
+	fcfg.Brokers, fcfg.Client = brokers, cl
 	f, err := fleet.New(fcfg)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	cfg := s.consoleConfig(f)
 	cfg.Live = metrics
-	c, err := console.New(cfg)
-	if err != nil {
-		f.Close()
-		return nil, nil, err
-	}
-	return f, c, nil
+	return console.New(cfg)
 }
 
 // consoleConfig is the admin listener's console on f: read-only unless

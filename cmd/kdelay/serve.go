@@ -129,7 +129,6 @@ type server struct {
 // stopped or for its own shutdown's 5s, whichever is shorter.
 func (s server) forward(ctx context.Context, brokers []string) error {
 	fcfg := s.forwarderConfig(brokers)
-	adminOpts := fcfg.ClientOpts // the listener's client has no record to trace
 	flush, err := s.trace(ctx, &fcfg)
 	if err != nil {
 		return err
@@ -137,6 +136,16 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	// Deferred, so after g.Wait: once the forwarders have stopped, every
 	// span has ended.
 	defer flush()
+	// One client outside any group for the forwarder's start, the control
+	// topic, the admin listener and the console: a client each held a set
+	// of connections each. Not the scheduler's loading, whose fetches
+	// would wait behind the control topic's long polls.
+	plain, err := forwarder.NewPlainClient(fcfg)
+	if err != nil {
+		return err
+	}
+	defer plain.Close() // after g.Wait: the last of its users has stopped
+	fcfg.Client = plain
 	var metrics *admin.Metrics
 	if s.cfg.Admin != "" {
 		metrics = admin.NewMetrics()
@@ -155,13 +164,12 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	}
 	g, gctx := errgroup.WithContext(ctx)
 	if metrics != nil {
-		fl, console, err := s.adminConsole(brokers, metrics)
+		console, err := s.adminConsole(brokers, metrics, plain)
 		if err != nil {
 			return err
 		}
-		defer fl.Close() // after g.Wait: the listener has stopped
-		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Scheduler: sched, Metrics: metrics, Brokers: brokers,
-			ClientOpts: adminOpts, Console: console, Logger: s.log})
+		srv, err := admin.New(admin.Config{Addr: s.cfg.Admin, Forwarder: f, Scheduler: sched, Metrics: metrics, Client: plain,
+			Console: console, Logger: s.log})
 		if err != nil {
 			return adminFailed(err, s.cfg.Admin)
 		}
