@@ -2,6 +2,7 @@ package fleet
 
 import (
 	"context"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,8 +22,8 @@ func TestGivenClient(t *testing.T) {
 	cluster.DeleteOnCleanup(name)
 	topics := kdelay.Topics{Prefix: name}
 	cluster.CreateTopic(topics.Control(), 1, nil)
-	var produced int
-	cl := cluster.Client(kgo.WithHooks(produceCounter(func() { produced++ })))
+	var produced atomic.Int64
+	cl := cluster.Client(kgo.WithHooks(produceCounter(func() { produced.Add(1) })))
 	f, err := New(Config{Brokers: cluster.Brokers, Topics: topics, Client: cl})
 	if err != nil {
 		t.Fatal(err)
@@ -35,8 +36,8 @@ func TestGivenClient(t *testing.T) {
 		t.Fatal(err)
 	}
 	f.Close()
-	if produced != 1 {
-		t.Errorf("the given client produced %d records, want the command", produced)
+	if n := produced.Load(); n != 1 {
+		t.Errorf("the given client produced %d records, want the command", n)
 	}
 	if err := cl.Ping(ctx); err != nil {
 		t.Errorf("the given client answers no more after Close: %v", err)

@@ -83,10 +83,9 @@ func (c Config) Rules() kdelay.Rules { return kdelay.Rules{Topics: c.Topics, Max
 
 // Fleet reads one kdelay fleet. Its methods may be called concurrently.
 type Fleet struct {
-	cfg    Config
-	cl     *kgo.Client
-	adm    *kadm.Client
-	shared bool // cl is Config.Client, which Close leaves open
+	cfg Config
+	cl  *kgo.Client
+	adm *kadm.Client
 }
 
 // New makes the Kafka client the reads share; it connects on first use.
@@ -97,7 +96,7 @@ func New(cfg Config) (*Fleet, error) {
 		return nil, err
 	}
 	if cfg.Client != nil {
-		return &Fleet{cfg: cfg, cl: cfg.Client, adm: kadm.NewClient(cfg.Client), shared: true}, nil
+		return &Fleet{cfg: cfg, cl: cfg.Client, adm: kadm.NewClient(cfg.Client)}, nil
 	}
 	cl, err := cfg.client(kgo.ClientID("kdelay-fleet"))
 	if err != nil {
@@ -111,7 +110,7 @@ func (f *Fleet) Config() Config { return f.cfg }
 
 // Close closes f's client, unless it is Config.Client.
 func (f *Fleet) Close() {
-	if !f.shared {
+	if f.cfg.Client == nil {
 		f.cl.Close()
 	}
 }
