@@ -25,7 +25,10 @@ type commitResult struct {
 // The commit runs on its own goroutine, never under mu: a commit round trip
 // (or a group rebalance, which holds commits back) must not delay a due
 // record, nor Stats. One commit is in flight at a time, so a slow broker gets
-// one request, and the next carries whatever moved meanwhile.
+// one request, and the next carries whatever moved meanwhile. What this
+// cannot spare is the client's other requests behind the commit on its
+// connection to the group's coordinator, which Kafka answers in order: a
+// heartbeat, or the metadata of a target the client has not produced to yet.
 func (w *worker) commit(now time.Time) {
 	w.applyCommit()
 	w.applyResumed()

@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,12 +25,20 @@ func TestCommit(t *testing.T) {
 			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
 		}
 		group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
+		// Only a commit sent after the first delivery is held. A commit held
+		// from the start also holds what the client sends after it on the
+		// same connection to the coordinator (Kafka answers a connection's
+		// requests in order): the target's metadata, so the first delivery
+		// waited for the commit's timeout, and heartbeats, so the group
+		// could expire the member. The test then passed only because its
+		// window began after that wait, and failed when the order differed.
+		var hold atomic.Bool
 		holding := make(chan struct{}, 1)
 		release := make(chan struct{})
 		fake := fx.cluster.Fake
 		fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
 			fake.KeepControl()
-			if req.(*kmsg.OffsetCommitRequest).Group == group {
+			if hold.Load() && req.(*kmsg.OffsetCommitRequest).Group == group {
 				select {
 				case holding <- struct{}{}:
 				default:
@@ -46,6 +55,7 @@ func TestCommit(t *testing.T) {
 		if got := arrived.Until(20*time.Second, atLeast(1)); len(got) < 1 {
 			t.Fatal("the first record was not delivered within 20s")
 		}
+		hold.Store(true)
 		select {
 		case <-holding:
 		case <-time.After(20 * time.Second):
