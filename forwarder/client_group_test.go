@@ -41,7 +41,7 @@ func TestLeavingIsNotHandedOn(t *testing.T) {
 		if len(w.held) != 1 || p.flying != 0 {
 			t.Errorf("a cycle released a held record of a partition leaving: %d held, %d in flight, want 1 and 0", len(w.held), p.flying)
 		}
-		if w.committing {
+		if w.commits.inFlight {
 			t.Error("a cycle began a background commit of a partition leaving, want its callback alone to commit it")
 		}
 		if !wake.IsZero() && !wake.After(now) {
@@ -59,7 +59,7 @@ func TestLeavingIsNotHandedOn(t *testing.T) {
 	t.Run("owned", func(t *testing.T) {
 		t.Parallel()
 		w, p, _ := setup(t)
-		w.lastCommit = now // no background commit: the client has no broker
+		w.commits.last = now // no background commit: the client has no broker
 		w.cycle(now)
 		if len(p.queue) != 0 || len(w.held) != 0 {
 			t.Errorf("a cycle left %d queued and %d held of a partition it owns, want both handed on", len(p.queue), len(w.held))

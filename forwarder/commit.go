@@ -3,12 +3,20 @@ package forwarder
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
+
+// commits is a worker's background commit: one in flight at a time.
+type commits struct {
+	last     time.Time      // when the last one began; under the worker's mu
+	inFlight bool           // one is in flight; under the worker's mu
+	wg       sync.WaitGroup // the one in flight, which shutdown and a revoke wait for
+}
 
 // commitResult is what one commit request came back with.
 type commitResult struct {
@@ -32,7 +40,7 @@ type commitResult struct {
 func (w *worker) commit(now time.Time) {
 	w.applyCommit()
 	w.applyResumed()
-	if w.committing || now.Sub(w.lastCommit) < w.cfg.CommitInterval {
+	if w.commits.inFlight || now.Sub(w.commits.last) < w.cfg.CommitInterval {
 		return
 	}
 	parts, offsets := w.uncommitted()
@@ -47,9 +55,9 @@ func (w *worker) commit(now time.Time) {
 	if len(offsets) == 0 {
 		return
 	}
-	w.lastCommit = now
-	w.committing = true
-	w.commits.Go(func() {
+	w.commits.last = now
+	w.commits.inFlight = true
+	w.commits.wg.Go(func() {
 		// Not the loop's context: cancelling a commit kills its connection,
 		// and the broker could then take the shutdown's final commit before
 		// this older one. The timeout bounds how long that final commit waits
@@ -74,7 +82,7 @@ func (w *worker) commit(now time.Time) {
 // that commit runs within ShutdownTimeout, and no join runs while a revoke
 // callback does (franz-go calls it before the join, or after the sync).
 func (w *worker) commitNow(ctx context.Context) {
-	w.commits.Wait()
+	w.commits.wg.Wait()
 	if parts, offsets := w.uncommitted(); len(offsets) > 0 {
 		w.recordCommit(w.sendCommit(ctx, parts, offsets))
 	}
@@ -104,7 +112,7 @@ func (w *worker) sendCommit(ctx context.Context, parts map[int32]*partition, off
 // mu must be held.
 func (w *worker) applyCommit() {
 	if res := w.inbox.takeCommit(); res != nil {
-		w.committing = false
+		w.commits.inFlight = false
 		w.recordCommit(*res)
 	}
 }

@@ -33,7 +33,7 @@ func (w *worker) produce(e *entry) {
 	w.noteProduced()
 	w.tx.produces++
 	if w.txn != nil && !e.due.IsZero() {
-		w.uncommittedDue = earliest(w.uncommittedDue, e.due)
+		w.handing.uncommittedDue = earliest(w.handing.uncommittedDue, e.due)
 	}
 	due := e.due
 	if !due.IsZero() && !e.lateFrom.IsZero() {

@@ -2,9 +2,20 @@ package forwarder
 
 import (
 	"context"
+	"sync"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
+
+// handoff is what the group's callbacks, which run on the client's
+// goroutines while the loop may hold the worker's mu, leave for the loop or
+// take from it, under mu of its own.
+type handoff struct {
+	mu       sync.Mutex
+	resumeAt map[int32]kgo.EpochOffset // see lost
+	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
+	inherit  map[int32]inherited       // exactly-once: the commits partitions start from (txn_skips.go)
+}
 
 // revoked runs when partitions move to another member: it hands the records
 // of those partitions held below the smallest level back to the ingress
@@ -50,14 +61,14 @@ func (w *worker) revoked(ctx context.Context, ids []int32) {
 // rememberHandedOn notes each partition's commit point, for adjustOffsets.
 // mu must be held.
 func (w *worker) rememberHandedOn(ids []int32) {
-	w.handedOn.Lock()
-	defer w.handedOn.Unlock()
+	w.handoff.mu.Lock()
+	defer w.handoff.mu.Unlock()
 	for _, id := range ids {
 		if p, ok := w.parts[id]; ok && p.fetched {
-			if w.resumeAt == nil {
-				w.resumeAt = map[int32]kgo.EpochOffset{}
+			if w.handoff.resumeAt == nil {
+				w.handoff.resumeAt = map[int32]kgo.EpochOffset{}
 			}
-			w.resumeAt[id] = p.commitPoint()
+			w.handoff.resumeAt[id] = p.commitPoint()
 		}
 	}
 }
@@ -71,21 +82,21 @@ func (w *worker) rememberHandedOn(ids []int32) {
 func (w *worker) adjustOffsets(_ context.Context, offsets map[int32]kgo.Offset) {
 	// The loop applies resumed at its next cycle, which commits it.
 	defer w.nudge()
-	w.handedOn.Lock()
-	defer w.handedOn.Unlock()
+	w.handoff.mu.Lock()
+	defer w.handoff.mu.Unlock()
 	for id, o := range offsets {
-		pt, ok := w.resumeAt[id]
+		pt, ok := w.handoff.resumeAt[id]
 		if !ok {
 			continue
 		}
-		delete(w.resumeAt, id)
+		delete(w.handoff.resumeAt, id)
 		if pt.Offset > o.EpochOffset().Offset {
 			w.log.Info("resume_after_lost", "partition", id, "committed", o.EpochOffset().Offset, "from", pt.Offset)
 			offsets[id] = kgo.NewOffset().At(pt.Offset)
-			if w.resumed == nil {
-				w.resumed = map[int32]kgo.EpochOffset{}
+			if w.handoff.resumed == nil {
+				w.handoff.resumed = map[int32]kgo.EpochOffset{}
 			}
-			w.resumed[id] = pt
+			w.handoff.resumed[id] = pt
 		}
 	}
 }
@@ -95,25 +106,25 @@ func (w *worker) adjustOffsets(_ context.Context, offsets map[int32]kgo.Offset) 
 // with no new record, the group would keep its older offset and a crash
 // would re-deliver what was skipped. mu must be held.
 func (w *worker) applyResumed() {
-	w.handedOn.Lock()
-	defer w.handedOn.Unlock()
-	for id, pt := range w.resumed {
+	w.handoff.mu.Lock()
+	defer w.handoff.mu.Unlock()
+	for id, pt := range w.handoff.resumed {
 		if p := w.partition(id, pt.Offset); !p.fetched {
 			p.next, p.fetched = pt, true
 		}
-		delete(w.resumed, id)
+		delete(w.handoff.resumed, id)
 	}
 }
 
 // forget drops partitions, resuming them so that they are fetched if they
 // come back: a pause outlives the assignment.
 func (w *worker) forget(ids []int32) {
-	w.handedOn.Lock()
+	w.handoff.mu.Lock()
 	for _, id := range ids {
-		delete(w.resumed, id) // not ours any more: never commit for it
-		delete(w.inherit, id)
+		delete(w.handoff.resumed, id) // not ours any more: never commit for it
+		delete(w.handoff.inherit, id)
 	}
-	w.handedOn.Unlock()
+	w.handoff.mu.Unlock()
 	for _, id := range ids {
 		p, ok := w.parts[id]
 		if !ok {

@@ -42,7 +42,7 @@ func (w *worker) shutdown() {
 	}
 	// The final commit waited for a background one in flight; its goroutine
 	// is done or about to be, and must be before the client closes.
-	w.commits.Wait()
+	w.commits.wg.Wait()
 	w.scans.wg.Wait() // it ends with the loop's context
 	w.cl.close()
 	// What it still counts would be lent to no one else: a dropped level's

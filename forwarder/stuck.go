@@ -20,12 +20,19 @@ const (
 	StuckNoProgress  = "no_progress" // nothing fails, and nothing moves
 )
 
+// handing is what a worker knows of its handing on, under its mu.
+type handing struct {
+	at      time.Time // when it last handed on
+	failure failure   // the last error since then
+	// Exactly once: the earliest due time among the records produced since
+	// the last commit, aborted ones included; zero after a commit.
+	uncommittedDue time.Time
+}
+
 // progress is a forwarder handing on: a produce acknowledged (at least
 // once) or a transaction committed (exactly once). mu must be held.
 func (w *worker) progress(now time.Time) {
-	w.progressAt = now
-	w.lastFailure = failure{}
-	w.uncommittedDue = time.Time{}
+	w.handing = handing{at: now}
 }
 
 // failure is the last error a forwarder met since it last handed on.
@@ -37,7 +44,7 @@ type failure struct {
 // noteFailure notes err as the last failure. mu must be held.
 func (w *worker) noteFailure(reason string, err error) {
 	if err != nil {
-		w.lastFailure = failure{reason, err}
+		w.handing.failure = failure{reason, err}
 	}
 }
 
@@ -46,17 +53,17 @@ func (w *worker) noteFailure(reason string, err error) {
 func (w *worker) stuck(s *LevelState, now time.Time) {
 	// Exactly once, a record acknowledged is not handed on until its
 	// transaction commits.
-	due := earliest(s.OldestDue, w.uncommittedDue)
+	due := earliest(s.OldestDue, w.handing.uncommittedDue)
 	if due.IsZero() {
 		return
 	}
-	late, idle := now.Sub(due), now.Sub(w.progressAt)
+	late, idle := now.Sub(due), now.Sub(w.handing.at)
 	if late <= w.cfg.StuckAfter || idle <= w.cfg.StuckAfter {
 		return
 	}
 	s.StuckReason = StuckNoProgress
 	s.Stuck = fmt.Sprintf("holds a record %s past its due time and handed nothing on for %s", late.Round(time.Second), idle.Round(time.Second))
-	if f := w.lastFailure; f.err != nil {
+	if f := w.handing.failure; f.err != nil {
 		s.StuckReason = f.reason
 		s.Stuck += fmt.Sprintf("; last error (%s): %v", f.reason, f.err)
 	}

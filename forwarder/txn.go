@@ -231,12 +231,12 @@ func (w *worker) rewind() map[int32]kgo.EpochOffset {
 	w.forget(ids)
 	// Read again from its last commit, a partition skips what that
 	// commit's metadata lists, as a new owner would.
-	w.handedOn.Lock()
-	if w.inherit == nil {
-		w.inherit = map[int32]inherited{}
+	w.handoff.mu.Lock()
+	if w.handoff.inherit == nil {
+		w.handoff.inherit = map[int32]inherited{}
 	}
-	maps.Copy(w.inherit, from)
-	w.handedOn.Unlock()
+	maps.Copy(w.handoff.inherit, from)
+	w.handoff.mu.Unlock()
 	w.held, w.heldRetry = nil, 0
 	// Copies moved ahead in the aborted transaction were never made: their
 	// originals must not be dropped, and the scan must run again.

@@ -168,16 +168,16 @@ type inherited struct {
 // partition starts from that offset, and drops the records the metadata
 // lists as handed on. It runs before fetching starts.
 func (w *worker) offsetsFetched(resp *kmsg.OffsetFetchResponse) {
-	w.handedOn.Lock()
-	defer w.handedOn.Unlock()
+	w.handoff.mu.Lock()
+	defer w.handoff.mu.Unlock()
 	note := func(topic string, partition int32, offset int64, meta *string, code int16) {
 		if topic != w.source || meta == nil || code != 0 || offset < 0 {
 			return
 		}
-		if w.inherit == nil {
-			w.inherit = map[int32]inherited{}
+		if w.handoff.inherit == nil {
+			w.handoff.inherit = map[int32]inherited{}
 		}
-		w.inherit[partition] = inherited{offset, *meta}
+		w.handoff.inherit[partition] = inherited{offset, *meta}
 	}
 	// Older requests answer in Topics, newer (v8 on) in Groups.
 	for _, t := range resp.Topics {
@@ -197,10 +197,10 @@ func (w *worker) offsetsFetched(resp *kmsg.OffsetFetchResponse) {
 // applyInherited gives p, just made, the skips of the commit it starts
 // from. mu must be held.
 func (w *worker) applyInherited(p *partition) {
-	w.handedOn.Lock()
-	in, ok := w.inherit[p.id]
-	delete(w.inherit, p.id)
-	w.handedOn.Unlock()
+	w.handoff.mu.Lock()
+	in, ok := w.handoff.inherit[p.id]
+	delete(w.handoff.inherit, p.id)
+	w.handoff.mu.Unlock()
 	if !ok {
 		return
 	}

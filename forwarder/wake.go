@@ -47,10 +47,10 @@ func (w *worker) commitWake(now time.Time) time.Time {
 	if w.txn != nil {
 		return time.Time{} // the transaction loop's (txn_loop.go)
 	}
-	if !w.committing && !w.uncommittedWork() {
+	if !w.commits.inFlight && !w.uncommittedWork() {
 		return time.Time{}
 	}
-	due := w.lastCommit.Add(w.cfg.CommitInterval)
+	due := w.commits.last.Add(w.cfg.CommitInterval)
 	if !due.After(now) {
 		// Due but not begun: the commit in flight holds the next one back,
 		// or the transaction ends right after this cycle.

@@ -57,8 +57,8 @@ func TestExactWakesOnlyForWork(t *testing.T) {
 		p := w.partition(0, 0)
 		p.enqueue([]*kgo.Record{{Offset: 0, Timestamp: now.Add(-time.Hour)}})
 		p.take() // produced, not yet acknowledged
-		w.lastCommit = now.Add(-300 * time.Millisecond)
-		want := w.lastCommit.Add(cfg.CommitInterval)
+		w.commits.last = now.Add(-300 * time.Millisecond)
+		want := w.commits.last.Add(cfg.CommitInterval)
 		if wake := w.cycle(now); !wake.Equal(want) {
 			t.Errorf("with a record handed on the forwarder wakes in %s, want at the next commit, in %s", wake.Sub(now), want.Sub(now))
 		}

@@ -58,21 +58,14 @@ type worker struct {
 	parts      map[int32]*partition
 	held       heldQueue // records held in memory until a time (held.go)
 	heldRetry  int64     // bytes of held records waiting to be retried, of partitions not gone
-	lastCommit time.Time // when the last background commit began
-	committing bool      // a background commit is in flight
+	commits    commits   // the background commit (commit.go)
 	stats      Stats
-	// When it last handed on, and what failed since (stuck.go).
-	progressAt  time.Time
-	lastFailure failure
-	// Exactly once: the earliest due time among the records produced since
-	// the last commit, aborted ones included; zero after a commit.
-	uncommittedDue time.Time
-	inherit        map[int32]inherited // exactly-once: the commits partitions start from (txn_skips.go), under handedOn
-	buf            buffer
-	cmdVersion     uint64    // the commands' version when held records were last looked at
-	scans          scanState // looking for records that commands name (command_scan.go)
-	runCtx         context.Context
-	stopped        bool // shut down: fetches of a shared client are no longer taken
+	handing    handing // when it last handed on, and what failed since (stuck.go)
+	buf        buffer
+	cmdVersion uint64    // the commands' version when held records were last looked at
+	scans      scanState // looking for records that commands name (command_scan.go)
+	runCtx     context.Context
+	stopped    bool // shut down: fetches of a shared client are no longer taken
 
 	// What produce callbacks, the background commit and the scan leave for
 	// the loop, under a lock of its own (inbox.go).
@@ -80,15 +73,11 @@ type worker struct {
 
 	wakeCh chan struct{} // the loop's wake-ups (wake.go); capacity 1
 
-	commits sync.WaitGroup // the background commit in flight
-
 	mem *memoryReleaser // told when the worker drains; nil outside a Forwarder
 
-	// handedOn guards resumeAt, which the client's group goroutine reads
-	// while the loop may hold mu.
-	handedOn sync.Mutex
-	resumeAt map[int32]kgo.EpochOffset // see lost
-	resumed  map[int32]kgo.EpochOffset // see adjustOffsets
+	// What the group's callbacks, on the client's goroutines, leave for
+	// the loop and take from it, under a lock of its own (rebalance.go).
+	handoff handoff
 
 	tx txnState // exactly-once only, under mu (txn.go)
 }
@@ -129,22 +118,22 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 // makeWorker makes the worker for stage s, with no client yet.
 func makeWorker(cfg *Config, s stage, owners *owners) *worker {
 	return &worker{
-		cfg:        cfg,
-		progressAt: cfg.NowFunc(),
-		level:      s.level,
-		obs:        cfg.Observer.Level(s.level),
-		source:     s.topic,
-		group:      cfg.Group + s.group,
-		wait:       s.wait,
-		rules:      kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
-		log:        cfg.Logger.With("topic", s.topic),
-		start:      cfg.NowFunc(),
-		parts:      map[int32]*partition{},
-		owners:     owners,
-		scans:      scanState{side: newPartition(-1, 0)},
-		buf:        buffer{limit: cfg.bufferReserve(), whole: cfg.bufferReserve()},
-		tx:         txnState{retries: map[retryKey]retryState{}},
-		wakeCh:     make(chan struct{}, 1),
+		cfg:     cfg,
+		handing: handing{at: cfg.NowFunc()},
+		level:   s.level,
+		obs:     cfg.Observer.Level(s.level),
+		source:  s.topic,
+		group:   cfg.Group + s.group,
+		wait:    s.wait,
+		rules:   kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
+		log:     cfg.Logger.With("topic", s.topic),
+		start:   cfg.NowFunc(),
+		parts:   map[int32]*partition{},
+		owners:  owners,
+		scans:   scanState{side: newPartition(-1, 0)},
+		buf:     buffer{limit: cfg.bufferReserve(), whole: cfg.bufferReserve()},
+		tx:      txnState{retries: map[retryKey]retryState{}},
+		wakeCh:  make(chan struct{}, 1),
 	}
 }
 
