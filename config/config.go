@@ -19,6 +19,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -224,37 +225,18 @@ func (l *loader) loadFile(path string) error {
 	return l.merge(layer, func(string) string { return path })
 }
 
-// suggest names the known key closest to a misspelt one.
+// suggest names the known keys closest to a misspelt one.
 func suggest(name string) string {
-	best, bestDist := "", 4 // further than 3 edits is no suggestion
+	var names []string
 	for _, k := range keys() {
-		if d := distance(name, k.name); d < bestDist {
-			best, bestDist = k.name, d
-		}
+		names = append(names, k.name)
 	}
-	if best == "" {
+	near := Closest(name, names)
+	if len(near) == 0 {
 		return "remove it; kdelay serve --help lists the keys"
 	}
-	return fmt.Sprintf("did you mean %q?", best)
-}
-
-// distance is the Levenshtein distance between a and b.
-func distance(a, b string) int {
-	prev := make([]int, len(b)+1)
-	for j := range prev {
-		prev[j] = j
+	for i, n := range near {
+		near[i] = strconv.Quote(n)
 	}
-	for i := 1; i <= len(a); i++ {
-		cur := make([]int, len(b)+1)
-		cur[0] = i
-		for j := 1; j <= len(b); j++ {
-			cost := 1
-			if a[i-1] == b[j-1] {
-				cost = 0
-			}
-			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
-		}
-		prev = cur
-	}
-	return prev[len(b)]
+	return "did you mean " + strings.Join(near, " or ") + "?"
 }

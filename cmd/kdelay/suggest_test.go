@@ -39,23 +39,3 @@ func TestFlagSuggestions(t *testing.T) {
 		})
 	}
 }
-
-func TestEditDistance(t *testing.T) {
-	t.Parallel()
-	tests := []struct {
-		a, b string
-		want int
-	}{
-		{"brokers", "brokers", 0},
-		{"brokres", "brokers", 1}, // a swap
-		{"broker", "brokers", 1},
-		{"brokerz", "brokers", 1},
-		{"", "key", 3},
-		{"listen", "silent", 4},
-	}
-	for _, tt := range tests {
-		if got := editDistance(tt.a, tt.b); got != tt.want {
-			t.Errorf("editDistance(%q, %q) = %d, want %d", tt.a, tt.b, got, tt.want)
-		}
-	}
-}
