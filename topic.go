@@ -28,22 +28,32 @@ func (t Topics) CheckTarget(name string, set bool) error {
 	case !set || name == "":
 		return fmt.Errorf("header %s is missing; set it to the topic to deliver to", HeaderTarget)
 	case !ValidTopic(name):
-		return fmt.Errorf("header %s %q is not a valid topic name: use letters, digits, '.', '_' and '-', at most 249 characters", HeaderTarget, name)
+		return fmt.Errorf("header %s %q is not a valid topic name: %s", HeaderTarget, name, TopicNameRule)
 	case t.Owns(name):
 		return fmt.Errorf("header %s names kdelay's own topic %q; set it to the topic consumers read", HeaderTarget, name)
 	}
 	return nil
 }
 
-// ValidTopic applies Kafka's rule for topic names, so a bad name gets the
-// same clear reason from every broker: 1 to 249 of the characters
-// [a-zA-Z0-9._-], and not "." or "..".
+// TopicNameRule is Kafka's rule for topic names, in the words every error of
+// kdelay that refuses one uses.
+const TopicNameRule = "use letters, digits, '.', '_' and '-', at most 249 characters"
+
+// MaxTopicLen is the longest topic name Kafka takes.
+const MaxTopicLen = 249
+
+// ValidTopic applies Kafka's rule for topic names (TopicNameRule), so a bad
+// name gets the same clear reason from every broker: 1 to MaxTopicLen
+// TopicChars, and not "." or "..".
 func ValidTopic(name string) bool {
-	if name == "" || len(name) > 249 || name == "." || name == ".." {
-		return false
-	}
-	for i := 0; i < len(name); i++ {
-		c := name[i]
+	return name != "" && len(name) <= MaxTopicLen && name != "." && name != ".." && TopicChars(name)
+}
+
+// TopicChars reports whether s has only the characters a Kafka topic name
+// may have: [a-zA-Z0-9._-].
+func TopicChars(s string) bool {
+	for i := 0; i < len(s); i++ {
+		c := s[i]
 		if !('a' <= c && c <= 'z' || 'A' <= c && c <= 'Z' || '0' <= c && c <= '9' || c == '.' || c == '_' || c == '-') {
 			return false
 		}

@@ -9,7 +9,6 @@ import (
 	"log/slog"
 	"math"
 	"net"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -340,17 +339,18 @@ func hostPort(s string) (host string, port int, err error) {
 	return host, port, nil
 }
 
-// Kafka topic names allow these characters, and up to 249 of them; the
-// longest level name still has to fit after the prefix.
-var topicChars = regexp.MustCompile(`^[a-zA-Z0-9._-]+$`)
+// maxPrefixLen leaves room after the prefix for the longest topic name
+// kdelay makes of it.
+const maxPrefixLen = 200
 
 func (d *decoder) topicPrefix() string {
 	s := d.text("topic-prefix")
 	switch {
-	case !topicChars.MatchString(s):
+	case s == "" || !kdelay.TopicChars(s):
 		d.fail("topic-prefix", "%q cannot start a Kafka topic name; use letters, digits, '.', '_' and '-'", s)
-	case len(s) > 200:
-		d.fail("topic-prefix", "is %d characters long; use at most 200 so that topic names stay under Kafka's 249", len(s))
+	case len(s) > maxPrefixLen:
+		// The longest level name still has to fit after the prefix.
+		d.fail("topic-prefix", "is %d characters long; use at most %d so that topic names stay under Kafka's %d", len(s), maxPrefixLen, kdelay.MaxTopicLen)
 	}
 	return s
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
 )
 
 // refused reports whether the broker refused r for good, and if so why, in
@@ -20,7 +22,7 @@ func refused(r *kgo.Record, err error) (reason string, final bool) {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		return fmt.Sprintf("the record (%d bytes of key and value) is larger than topic %q accepts: raise its max.message.bytes or send a smaller record", len(r.Key)+len(r.Value), r.Topic), true
 	case errors.Is(err, kerr.InvalidTopicException):
-		return fmt.Sprintf("%q is not a valid topic name: use letters, digits, '.', '_' and '-', at most 249 characters", r.Topic), true
+		return fmt.Sprintf("%q is not a valid topic name: %s", r.Topic, kdelay.TopicNameRule), true
 	case errors.Is(err, kerr.TopicAuthorizationFailed):
 		return fmt.Sprintf("kdelay is not allowed to write to topic %q: grant it WRITE on the topic", r.Topic), true
 	case errors.Is(err, kgo.ErrRecordTimeout), errors.Is(err, kgo.ErrRecordRetries):
