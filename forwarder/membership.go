@@ -106,12 +106,17 @@ func DefaultInstanceID() string {
 	return name
 }
 
+// ErrInstanceIDTaken is what a Forwarder, or a schedule.Scheduler, stops
+// with when another process joined its group with the same InstanceID, or
+// holds it in a transaction: two processes with one id take the partitions
+// from each other in turn, so one of them must go.
+var ErrInstanceIDTaken = errors.New("give each kdelay process that shares the group its own InstanceID")
+
 // fenced is the error a worker stops with when another process joined its
-// group with the same instance id: two processes with one id take the
-// partitions from each other in turn, so one of them must go.
+// group with the same instance id.
 func (w *worker) fenced(err error) error {
-	return fmt.Errorf("consumer group %s: another kdelay joined with instance-id %q and fenced this one (%w); give each kdelay process that shares the group its own instance-id (setting instance-id, flag --instance-id)",
-		w.group, w.cfg.InstanceID, err)
+	return fmt.Errorf("consumer group %s: another kdelay joined with InstanceID %q and fenced this one (%w); %w",
+		w.group, w.cfg.InstanceID, err, ErrInstanceIDTaken)
 }
 
 // isFenced reports whether err says that another member took our instance

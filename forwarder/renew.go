@@ -44,8 +44,7 @@ func (t *txnLoop) fencedTxn(ctx context.Context, err error) error {
 		t.log.Warn("instance_id_holder_unknown", "err", derr)
 	}
 	if other {
-		return fmt.Errorf("transactional id %s: %w; another kdelay process uses it: give each process its own instance-id (flag --instance-id)",
-			id, err)
+		return fmt.Errorf("transactional id %s: %w; another kdelay process uses it: %w", id, err, ErrInstanceIDTaken)
 	}
 	return fmt.Errorf("%w: fenced while no other process holds the instance id: %w", errRenew, err)
 }

@@ -2,7 +2,7 @@ package forwarder
 
 import (
 	"context"
-	"strings"
+	"errors"
 	"sync"
 	"testing"
 	"time"
@@ -195,7 +195,7 @@ func TestTakenOverStops(t *testing.T) {
 	case <-time.After(60 * time.Second):
 		t.Fatal("two forwarders with one instance id both still running after 60s")
 	}
-	if err == nil || !strings.Contains(err.Error(), "instance-id") {
-		t.Errorf("the forwarder that stopped said %v, want an error naming the instance-id setting", err)
+	if !errors.Is(err, ErrInstanceIDTaken) {
+		t.Errorf("the forwarder that stopped said %v, want ErrInstanceIDTaken", err)
 	}
 }

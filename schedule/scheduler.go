@@ -24,6 +24,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay/forwarder"
 )
 
 // Scheduler writes the occurrences of the schedules its process owns.
@@ -160,8 +162,8 @@ func (s *Scheduler) poll(ctx context.Context) error {
 	fetches.EachError(func(t string, p int32, err error) {
 		switch {
 		case errors.Is(err, kerr.FencedInstanceID):
-			fenced = fmt.Errorf("consumer group %s: another kdelay joined with instance id %q and fenced this one (%w); give each process sharing the group its own InstanceID",
-				s.cfg.group(), s.cfg.InstanceID, err)
+			fenced = fmt.Errorf("consumer group %s: another kdelay joined with InstanceID %q and fenced this one (%w); %w",
+				s.cfg.group(), s.cfg.InstanceID, err, forwarder.ErrInstanceIDTaken)
 		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			s.cfg.Logger.Warn("schedules_fetch_failed", "partition", p, "err", err)
 		}

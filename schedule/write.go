@@ -270,7 +270,7 @@ func (s *Scheduler) fenced(err error) error {
 	if !s.otherHoldsInstance() {
 		return fmt.Errorf("%w: %w", errRenew, err)
 	}
-	return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: give each process its own InstanceID", s.cfg.InstanceID, s.cfg.group(), err)
+	return fmt.Errorf("transactional id %s.%s: %w; another kdelay process uses it: %w", s.cfg.InstanceID, s.cfg.group(), err, forwarder.ErrInstanceIDTaken)
 }
 
 // errRenew stops the loop of a Scheduler whose producer was fenced while no

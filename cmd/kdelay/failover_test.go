@@ -330,7 +330,7 @@ func TestSameInstanceIDFenced(t *testing.T) {
 	if code := fenced.cmd.ProcessState.ExitCode(); code == 0 {
 		t.Errorf("the fenced kdelay exited with 0, want an error code")
 	}
-	for _, want := range []string{`instance-id "twin"`, "--instance-id", "fenced"} {
+	for _, want := range []string{`InstanceID "twin"`, "--instance-id", "fenced"} {
 		if !strings.Contains(fenced.out.String(), want) {
 			t.Errorf("the fenced kdelay's output does not say %q:\n%s", want, fenced.out)
 		}

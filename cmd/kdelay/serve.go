@@ -48,7 +48,7 @@ exits 0.`,
 			if err != nil {
 				return usageError{err}
 			}
-			return serve(cmd.Context(), cfg, cmd.ErrOrStderr())
+			return settingNamed(serve(cmd.Context(), cfg, cmd.ErrOrStderr()))
 		},
 	}
 	cmd.Flags().SortFlags = false // in the order of docs/CONFIGURATION.md
@@ -229,6 +229,15 @@ func (s server) trace(ctx context.Context, fcfg *forwarder.Config) (flush func()
 			s.log.Warn("tracing_flush_failed", "err", err)
 		}
 	}, nil
+}
+
+// settingNamed names the setting and flag that fix err, where the library
+// that returned it named its Config field.
+func settingNamed(err error) error {
+	if errors.Is(err, forwarder.ErrInstanceIDTaken) {
+		return fmt.Errorf("%w (setting instance-id, flag --instance-id)", err)
+	}
+	return err
 }
 
 // stopped is nil for a shutdown: a signal during start-up cancels whatever
