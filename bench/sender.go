@@ -146,7 +146,7 @@ func (s *sender) notePID(pid int64) {
 
 // wrote reports whether a record with producer id pid may be one this
 // sender wrote, rather than one kdelay wrote to the same topic (a held
-// record handed back to the ingress, forwarder/handback.go).
+// record handed back to the ingress, forwarder/rebalance_handback.go).
 func (s *sender) wrote(pid int64) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -17,7 +17,7 @@ import (
 //
 // The workers' parts of one callback run concurrently, so that the slowest
 // bounds a rebalance rather than their sum: a revoke waits for the produces
-// that hand its held records back (handback.go), and a lost session commits
+// that hand its held records back (rebalance_handback.go), and a lost session commits
 // for up to groupRetry.
 func stageCallbacks(workers map[string]*worker) []kgo.Opt {
 	return []kgo.Opt{

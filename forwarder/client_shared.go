@@ -142,7 +142,7 @@ func (s *shared) start(ctx context.Context, g *errgroup.Group, f *Forwarder, adm
 
 // runRenewing runs exactly-once stages until ctx ends. Stages that stop
 // with errRenew start again, on a new client with a new producer session,
-// after a pause that doubles while they keep stopping so (renew.go).
+// after a pause that doubles while they keep stopping so (txn_renew.go).
 func (f *Forwarder) runRenewing(ctx context.Context, adm *kadm.Client, s *shared) error {
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
 		started := time.Now()

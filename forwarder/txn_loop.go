@@ -257,7 +257,7 @@ func (t *txnLoop) begin(run context.Context) error {
 		// good, because kerr counts the error not retriable (txn.go
 		// EndTransaction), though it passes by itself; every Begin after
 		// is refused. A new session starts where this one cannot
-		// (renew.go; TestConcurrentTransactionsRenews).
+		// (txn_renew.go; TestConcurrentTransactionsRenews).
 		return fmt.Errorf("%w: begin transaction: %w", errRenew, err)
 	}
 	return fmt.Errorf("begin transaction: %w", err)

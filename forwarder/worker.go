@@ -60,7 +60,7 @@ type worker struct {
 	heldRetry  int64     // bytes of held records waiting to be retried, of partitions not gone
 	commits    commits   // the background commit (commit.go)
 	stats      Stats
-	handing    handing // when it last handed on, and what failed since (stuck.go)
+	handing    handing // when it last handed on, and what failed since (state_stuck.go)
 	buf        buffer
 	cmdVersion uint64    // the commands' version when held records were last looked at
 	scans      scanState // looking for records that commands name (command_scan.go)

@@ -257,7 +257,7 @@ func (s *Scheduler) abortOpen(ctx context.Context) error {
 // errRenew if no other process holds the instance id (the coordinator
 // fenced a transaction it aborted past its timeout, as after a cluster lost
 // its quorum), and the error that says to give each process its own
-// instance id if one does (the forwarder does the same: forwarder/renew.go).
+// instance id if one does (the forwarder does the same: forwarder/txn_renew.go).
 func (s *Scheduler) fenced(err error) error {
 	if errors.Is(err, kerr.TransactionalIDAuthorizationFailed) {
 		// Not a fence at all: renewing would be refused the same way.
