@@ -13,6 +13,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/kdelay/kdelay"
+	kfleet "github.com/kdelay/kdelay/fleet"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/levels"
 )
@@ -212,13 +213,21 @@ func (p *phase) writeCancels(ctx context.Context, n int) error {
 	bar := startProgress(p.cfg.Progress, "cancels", n, func() (int64, int64) { return p.s.sent.Load(), 0 })
 	defer bar.stop()
 	p.s.sent.Store(0)
+	// Built as kdelay cancel builds one. The ids differ only in their
+	// number, so the first says whether the forwarder would take them all.
+	rules := kdelay.Rules{Topics: p.in.Topics(), MaxDelay: kdelay.DefaultMaxDelay}
+	cancel := func(i int) (*kgo.Record, error) {
+		r, _, err := kfleet.CommandRecord(kdelay.CommandCancel, fmt.Sprintf("cancelled-%012d", i), "", "", rules, time.Now())
+		return r, err
+	}
+	if _, err := cancel(0); err != nil {
+		return fmt.Errorf("write %d cancels to %s: %w", n, topic, err)
+	}
 	i := 0
 	err := p.s.bulk(ctx, n, func() *kgo.Record {
 		i++
-		return &kgo.Record{
-			Topic: topic, Key: fmt.Appendf(nil, "cancelled-%012d", i), Value: []byte{},
-			Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(kdelay.CommandCancel)}},
-		}
+		r, _ := cancel(i)
+		return r
 	})
 	if err == nil && p.s.failed.Load() > 0 {
 		err = fmt.Errorf("the broker refused %d", p.s.failed.Load())
