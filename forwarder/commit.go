@@ -16,6 +16,9 @@ type commits struct {
 	last     time.Time      // when the last one began; under the worker's mu
 	inFlight bool           // one is in flight; under the worker's mu
 	wg       sync.WaitGroup // the one in flight, which shutdown and a revoke wait for
+	// A synchronous commit is being made (commitNow): none begins in the
+	// background meanwhile. Under the worker's mu.
+	syncing bool
 }
 
 // commitResult is what one commit request came back with.
@@ -40,7 +43,7 @@ type commitResult struct {
 func (w *worker) commit(now time.Time) {
 	w.applyCommit()
 	w.applyResumed()
-	if w.commits.inFlight || now.Sub(w.commits.last) < w.cfg.CommitInterval {
+	if w.commits.inFlight || w.commits.syncing || now.Sub(w.commits.last) < w.cfg.CommitInterval {
 		return
 	}
 	parts, offsets := w.uncommitted()
@@ -71,22 +74,36 @@ func (w *worker) commit(now time.Time) {
 
 // commitNow commits synchronously within ctx, on revoke and shutdown: the
 // offsets must be committed before the partitions move or the client closes.
-// mu must be held.
+// mu must be held; it is released while the commit is on its way, so that the
+// loop hands on the records of the partitions that stay (a revoke takes some,
+// and every stage commits on every revoke: stageCallbacks) and Stats
+// answers. The partitions leaving are marked so (markLeaving): the loop
+// leaves them alone meanwhile.
 //
 // It first waits for a background commit in flight, which needs only the
-// inbox's lock to finish. The client orders only commits it has been
-// given: a background commit whose goroutine started but has not reached
-// the client yet (or waits, as every commit does, for a join to end) could
-// otherwise be sent after this one and move the group's offsets back, and
-// the next owner would deliver again what lies between. The wait is short:
-// that commit runs within ShutdownTimeout, and no join runs while a revoke
-// callback does (franz-go calls it before the join, or after the sync).
+// inbox's lock to finish, and no other begins until it is done (syncing).
+// The client orders only commits it has been given: a background commit
+// whose goroutine started but has not reached the client yet (or waits, as
+// every commit does, for a join to end) could otherwise be sent after this
+// one and move the group's offsets back, and the next owner would deliver
+// again what lies between. The wait is short: that commit runs within
+// ShutdownTimeout, and no join runs while a revoke callback does (franz-go
+// calls it before the join, or after the sync).
 func (w *worker) commitNow(ctx context.Context) {
+	w.commits.syncing = true
+	defer func() { w.commits.syncing = false }()
+	w.mu.Unlock()
 	w.commits.wg.Wait()
-	if parts, offsets := w.uncommitted(); len(offsets) > 0 {
-		w.recordCommit(w.sendCommit(ctx, parts, offsets))
-	}
+	w.mu.Lock()
 	w.applyCommit()
+	parts, offsets := w.uncommitted()
+	if len(offsets) == 0 {
+		return
+	}
+	w.mu.Unlock()
+	res := w.sendCommit(ctx, parts, offsets)
+	w.mu.Lock()
+	w.recordCommit(res)
 }
 
 // uncommitted returns, for every partition whose commit point moved since the

@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"context"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -71,6 +72,78 @@ func TestCommit(t *testing.T) {
 		case <-stats:
 		case <-time.After(5 * time.Second):
 			t.Errorf("Stats did not return within 5s while a commit was in flight")
+		}
+	})
+
+	t.Run("a revoke's commit does not hold back the partitions kept", func(t *testing.T) {
+		t.Parallel()
+		fx := setup(t, []string{"1s", "2s"})
+		if fx.cluster.Real() {
+			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
+		}
+		var hold atomic.Bool
+		holding := make(chan struct{}, 1)
+		release := make(chan struct{})
+		fake := fx.cluster.Fake
+		fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+			fake.KeepControl()
+			if hold.Load() && req.(*kmsg.OffsetCommitRequest).Group == fx.cfg.Group {
+				select {
+				case holding <- struct{}{}:
+				default:
+				}
+				fake.SleepControl(func() { <-release })
+			}
+			return nil, nil, false
+		})
+		arrived := fx.cluster.Collect(fx.target)
+		f, _ := fx.start(fx.cfg)
+
+		// A commit of the ingress is held: the background one that follows
+		// the second record.
+		fx.send("first", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		if got := arrived.Until(20*time.Second, atLeast(1)); len(got) < 1 {
+			t.Fatal("the first record was not delivered within 20s")
+		}
+		hold.Store(true)
+		fx.send("second", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		if got := arrived.Until(20*time.Second, atLeast(2)); len(got) < 2 {
+			t.Fatal("the second record was not delivered within 20s")
+		}
+		select {
+		case <-holding:
+		case <-time.After(20 * time.Second):
+			t.Fatal("the forwarder did not commit within 20s of delivering a record")
+		}
+		// A rebalance that takes none of the ingress's partitions still has
+		// its worker commit (stageCallbacks), which waits for the commit
+		// held.
+		var ingress *worker
+		f.mu.Lock()
+		for _, w := range f.workers {
+			if w.source == fx.cfg.Topics.Ingress() {
+				ingress = w
+			}
+		}
+		f.mu.Unlock()
+		revoked := make(chan struct{})
+		go func() {
+			defer close(revoked)
+			ingress.onRevoked(context.Background(), nil)
+		}()
+		t.Cleanup(func() {
+			close(release)
+			<-revoked
+		})
+
+		fx.send("third", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0")
+		if got := arrived.Until(5*time.Second, atLeast(3)); len(got) < 3 {
+			t.Errorf("a record due now was not delivered within 5s while a revoke waited for a commit: the revoke holds the worker")
+		}
+		select {
+		case <-revoked:
+			t.Error("the revoke returned while the commit it waits for was held")
+		default:
 		}
 	})
 
