@@ -25,7 +25,6 @@ func TestCommit(t *testing.T) {
 		if fx.cluster.Real() {
 			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
 		}
-		group := stageGroup(fx.cfg, fx.cfg.Topics.Ingress())
 		// Only a commit sent after the first delivery is held. A commit held
 		// from the start also holds what the client sends after it on the
 		// same connection to the coordinator (Kafka answers a connection's
@@ -33,21 +32,7 @@ func TestCommit(t *testing.T) {
 		// waited for the commit's timeout, and heartbeats, so the group
 		// could expire the member. The test then passed only because its
 		// window began after that wait, and failed when the order differed.
-		var hold atomic.Bool
-		holding := make(chan struct{}, 1)
-		release := make(chan struct{})
-		fake := fx.cluster.Fake
-		fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			fake.KeepControl()
-			if hold.Load() && req.(*kmsg.OffsetCommitRequest).Group == group {
-				select {
-				case holding <- struct{}{}:
-				default:
-				}
-				fake.SleepControl(func() { <-release })
-			}
-			return nil, nil, false // then the broker answers it as usual
-		})
+		hold, holding, release := holdCommits(fx, stageGroup(fx.cfg, fx.cfg.Topics.Ingress()))
 		arrived := fx.cluster.Collect(fx.target)
 		f, _ := fx.start(fx.cfg)
 		t.Cleanup(func() { close(release) }) // before the forwarder stops: cleanups run last first
@@ -81,21 +66,7 @@ func TestCommit(t *testing.T) {
 		if fx.cluster.Real() {
 			t.Skip("needs kfake's Control to hold an OffsetCommit request; a real broker answers it at once")
 		}
-		var hold atomic.Bool
-		holding := make(chan struct{}, 1)
-		release := make(chan struct{})
-		fake := fx.cluster.Fake
-		fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
-			fake.KeepControl()
-			if hold.Load() && req.(*kmsg.OffsetCommitRequest).Group == fx.cfg.Group {
-				select {
-				case holding <- struct{}{}:
-				default:
-				}
-				fake.SleepControl(func() { <-release })
-			}
-			return nil, nil, false
-		})
+		hold, holding, release := holdCommits(fx, fx.cfg.Group)
 		arrived := fx.cluster.Collect(fx.target)
 		f, _ := fx.start(fx.cfg)
 
@@ -170,4 +141,26 @@ func TestCommit(t *testing.T) {
 			t.Errorf("committed offsets %v, want the end offsets %v after the failed commit was repeated", committed, end)
 		}
 	})
+}
+
+// holdCommits has kfake hold every OffsetCommit of group while hold is set,
+// until release is closed, and signal holding at each (it keeps one signal).
+// Others it answers as usual.
+func holdCommits(fx *fixture, group string) (hold *atomic.Bool, holding <-chan struct{}, release chan struct{}) {
+	hold = new(atomic.Bool)
+	held := make(chan struct{}, 1)
+	release = make(chan struct{})
+	fake := fx.cluster.Fake
+	fake.ControlKey(int16(kmsg.OffsetCommit), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if hold.Load() && req.(*kmsg.OffsetCommitRequest).Group == group {
+			select {
+			case held <- struct{}{}:
+			default:
+			}
+			fake.SleepControl(func() { <-release })
+		}
+		return nil, nil, false // then the broker answers it as usual
+	})
+	return hold, held, release
 }
