@@ -27,6 +27,7 @@ import (
 // bubble, a forwarder configuration for it, and a client.
 type bubble struct {
 	t      *testing.T
+	fake   *kfake.Cluster // the bubble's broker, for faults
 	cfg    Config
 	cl     *kgo.Client
 	dial   kgo.Opt
@@ -63,7 +64,7 @@ func inBubble(t *testing.T, levelNames []string, fn func(b *bubble), opts ...bub
 			t.Fatal(err)
 		}
 		dial := kgo.Dialer(network.DialContext)
-		b := &bubble{t: t, dial: dial, target: "target"}
+		b := &bubble{t: t, fake: cluster, dial: dial, target: "target"}
 		b.cl, err = kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(cluster.ListenAddrs()...), dial, kgo.ProducerLinger(0)}, clientOpts...)...)
 		if err != nil {
 			t.Fatal(err)

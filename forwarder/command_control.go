@@ -49,16 +49,21 @@ func newControlReader(cfg *Config, cmds *commands, cl *kgo.Client) *controlReade
 // that loaded means every command written before kdelay started is in force:
 // a forwarder restarted mid-way honours them all.
 func (r *controlReader) run(ctx context.Context) error {
-	// Added now, once the topic exists: a client that asks for a topic
-	// not created yet learns of it a quarter second after it is, and a
-	// command may come meanwhile. Removed at the end, so that a reader
-	// on the same client later reads it from its start again.
-	r.cl.AddConsumeTopics(r.cfg.Topics.Control())
-	defer r.cl.PurgeTopicsFromConsuming(r.cfg.Topics.Control())
-	ends, err := r.ends(ctx)
+	starts, ends, err := r.ends(ctx)
 	if err != nil {
 		return err
 	}
+	// Every partition from where it starts, all at once, now that the
+	// broker answered for each. Added as a topic instead, the client
+	// would ask where each starts itself: on Kafka 3.9.1 a partition
+	// created a moment before was refused, loaded a second later, and
+	// then waited for the fetch already sent for the others, up to 5 s,
+	// so a command written as kdelay started was read after the record
+	// it named had left (TestCommandRightAfterStart). Removed at the
+	// end, so that a reader on the same client later reads the topic
+	// from its start again.
+	r.cl.AddConsumePartitions(map[string]map[int32]kgo.Offset{r.cfg.Topics.Control(): starts})
+	defer r.cl.PurgeTopicsFromConsuming(r.cfg.Topics.Control())
 	if len(ends) == 0 {
 		close(r.loaded)
 	}
@@ -101,29 +106,30 @@ func (r *controlReader) run(ctx context.Context) error {
 	return nil
 }
 
-// ends returns, for each partition of the control topic holding records, the
-// offset after its last one. A broker that does not serve the topic yet is
-// asked again, for up to topicsServedTimeout: on a cluster, the broker that
-// said a topic kdelay just created is served may not lead its partitions,
-// and their leaders answered UNKNOWN_TOPIC_OR_PARTITION for a moment, which
-// stopped kdelay serve at start (2 of 14 runs on 3 nodes, issue 20).
-func (r *controlReader) ends(ctx context.Context) (map[int32]int64, error) {
+// ends returns where each partition of the control topic starts, and, for
+// each one holding records, the offset after its last one. A broker that
+// does not serve the topic yet is asked again, for up to
+// topicsServedTimeout: on a cluster, the broker that said a topic kdelay
+// just created is served may not lead its partitions, and their leaders
+// answered UNKNOWN_TOPIC_OR_PARTITION for a moment, which stopped kdelay
+// serve at start (2 of 14 runs on 3 nodes, issue 20).
+func (r *controlReader) ends(ctx context.Context) (starts map[int32]kgo.Offset, ends map[int32]int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, topicsServedTimeout)
 	defer cancel()
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, time.Second) {
-		ends, err := r.tryEnds(ctx)
+		starts, ends, err = r.tryEnds(ctx)
 		if err == nil || !kerr.IsRetriable(err) {
-			return ends, err
+			return starts, ends, err
 		}
 		select {
 		case <-ctx.Done():
-			return nil, err
+			return nil, nil, err
 		case <-time.After(backoff):
 		}
 	}
 }
 
-func (r *controlReader) tryEnds(ctx context.Context) (map[int32]int64, error) {
+func (r *controlReader) tryEnds(ctx context.Context) (map[int32]kgo.Offset, map[int32]int64, error) {
 	adm := kadm.NewClient(r.cl)
 	topic := r.cfg.Topics.Control()
 	starts, err := adm.ListStartOffsets(ctx, topic)
@@ -131,7 +137,7 @@ func (r *controlReader) tryEnds(ctx context.Context) (map[int32]int64, error) {
 		err = starts.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read where %s starts: %w", topic, err)
+		return nil, nil, fmt.Errorf("read where %s starts: %w", topic, err)
 	}
 	// Where read_committed reading ends now: a transaction left open by a
 	// process that died (a mark it wrote) must not hold the start back
@@ -141,15 +147,16 @@ func (r *controlReader) tryEnds(ctx context.Context) (map[int32]int64, error) {
 		err = endOffs.Error()
 	}
 	if err != nil {
-		return nil, fmt.Errorf("read where %s ends: %w", topic, err)
+		return nil, nil, fmt.Errorf("read where %s ends: %w", topic, err)
 	}
-	ends := map[int32]int64{}
+	from, ends := map[int32]kgo.Offset{}, map[int32]int64{}
+	starts.Each(func(o kadm.ListedOffset) { from[o.Partition] = kgo.NewOffset().At(o.Offset) })
 	endOffs.Each(func(o kadm.ListedOffset) {
 		if s, ok := starts.Lookup(o.Topic, o.Partition); o.Offset > 0 && (!ok || s.Offset < o.Offset) {
 			ends[o.Partition] = o.Offset
 		}
 	})
-	return ends, nil
+	return from, ends, nil
 }
 
 // apply takes one record of the control topic into cmds.

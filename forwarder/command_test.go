@@ -23,12 +23,17 @@ var commandLevels = []string{"1s", "10s", "1m", "10m"}
 // command writes a command for id to the control topic, as kcat would.
 func (b *bubble) command(id, name string, headers ...string) {
 	b.t.Helper()
+	b.produce(b.commandRecord(id, name, headers...))
+}
+
+// commandRecord is the record of a command for id, with headers in pairs.
+func (b *bubble) commandRecord(id, name string, headers ...string) *kgo.Record {
 	r := &kgo.Record{Topic: b.cfg.WithDefaults().Topics.Control(), Key: []byte(id), Value: []byte{},
 		Headers: []kgo.RecordHeader{{Key: kdelay.HeaderCommand, Value: []byte(name)}}}
 	for i := 0; i+1 < len(headers); i += 2 {
 		r.Headers = append(r.Headers, kgo.RecordHeader{Key: headers[i], Value: []byte(headers[i+1])})
 	}
-	b.produce(r)
+	return r
 }
 
 // delayed writes a record with id to the ingress, due after d.
