@@ -45,11 +45,11 @@ func newControlReader(cfg *Config, cmds *commands, cl *kgo.Client) *controlReade
 	}
 }
 
-// run reads until ctx ends. It first finds where each partition ends, so
-// that loaded means every command written before kdelay started is in force:
-// a forwarder restarted mid-way honours them all.
+// run reads until ctx ends. It first finds where each partition starts and
+// ends, so that loaded means every command written before kdelay started is
+// in force: a forwarder restarted mid-way honours them all.
 func (r *controlReader) run(ctx context.Context) error {
-	starts, ends, err := r.ends(ctx)
+	starts, ends, err := r.bounds(ctx)
 	if err != nil {
 		return err
 	}
@@ -106,18 +106,18 @@ func (r *controlReader) run(ctx context.Context) error {
 	return nil
 }
 
-// ends returns where each partition of the control topic starts, and, for
+// bounds returns where each partition of the control topic starts, and, for
 // each one holding records, the offset after its last one. A broker that
 // does not serve the topic yet is asked again, for up to
 // topicsServedTimeout: on a cluster, the broker that said a topic kdelay
 // just created is served may not lead its partitions, and their leaders
 // answered UNKNOWN_TOPIC_OR_PARTITION for a moment, which stopped kdelay
 // serve at start (2 of 14 runs on 3 nodes, issue 20).
-func (r *controlReader) ends(ctx context.Context) (starts map[int32]kgo.Offset, ends map[int32]int64, err error) {
+func (r *controlReader) bounds(ctx context.Context) (starts map[int32]kgo.Offset, ends map[int32]int64, err error) {
 	ctx, cancel := context.WithTimeout(ctx, topicsServedTimeout)
 	defer cancel()
 	for backoff := retryBackoffMin; ; backoff = min(2*backoff, time.Second) {
-		starts, ends, err = r.tryEnds(ctx)
+		starts, ends, err = r.tryBounds(ctx)
 		if err == nil || !kerr.IsRetriable(err) {
 			return starts, ends, err
 		}
@@ -129,7 +129,7 @@ func (r *controlReader) ends(ctx context.Context) (starts map[int32]kgo.Offset, 
 	}
 }
 
-func (r *controlReader) tryEnds(ctx context.Context) (map[int32]kgo.Offset, map[int32]int64, error) {
+func (r *controlReader) tryBounds(ctx context.Context) (map[int32]kgo.Offset, map[int32]int64, error) {
 	adm := kadm.NewClient(r.cl)
 	topic := r.cfg.Topics.Control()
 	starts, err := adm.ListStartOffsets(ctx, topic)
