@@ -9,7 +9,8 @@ import (
 )
 
 // stageCallbacks are the group options of a client that serves the workers
-// of stages, keyed by source topic. franz-go calls each callback with the
+// of stages, keyed by source topic, and readers (client_reader.go), keyed by
+// theirs. franz-go calls each callback with the
 // partitions of every topic the client consumes; each worker gets those of
 // its own source, and an empty list when it has none: a cooperative revoke
 // that takes nothing from a worker still has it commit, as its own client's
@@ -19,20 +20,27 @@ import (
 // bounds a rebalance rather than their sum: a revoke waits for the produces
 // that hand its held records back (rebalance_handback.go), and a lost session commits
 // for up to groupRetry.
-func stageCallbacks(workers map[string]*worker) []kgo.Opt {
+func stageCallbacks(workers map[string]*worker, readers map[string]Reader) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
-			eachStage(workers, got, func(w *worker, ids []int32) { w.onAssigned(ids) })
+			eachStage(workers, readers, got, func(w *worker, ids []int32) { w.onAssigned(ids) }, Reader.Assigned)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
-			eachStage(workers, revoked, func(w *worker, ids []int32) { w.onRevoked(ctx, ids) })
+			eachStage(workers, readers, revoked, func(w *worker, ids []int32) { w.onRevoked(ctx, ids) },
+				func(r Reader, ids []int32) { r.Revoked(ctx, ids) })
 		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
-			eachStage(workers, lost, func(w *worker, ids []int32) { w.onLost(ctx, ids) })
+			eachStage(workers, readers, lost, func(w *worker, ids []int32) { w.onLost(ctx, ids) },
+				func(r Reader, ids []int32) { r.Lost(ctx, ids) })
 		}),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			for topic, w := range workers {
 				w.adjustOffsets(ctx, offsets[topic])
+			}
+			for topic, r := range readers {
+				if ps := offsets[topic]; len(ps) > 0 {
+					r.Offsets(ctx, ps)
+				}
 			}
 			return offsets, nil
 		}),
@@ -40,11 +48,16 @@ func stageCallbacks(workers map[string]*worker) []kgo.Opt {
 }
 
 // eachStage calls fn for every worker with its source's partitions of
-// parts, concurrently, and returns once every call has.
-func eachStage(workers map[string]*worker, parts map[string][]int32, fn func(*worker, []int32)) {
+// parts, and rfn for every reader with its topic's, concurrently, and
+// returns once every call has.
+func eachStage(workers map[string]*worker, readers map[string]Reader, parts map[string][]int32,
+	fn func(*worker, []int32), rfn func(Reader, []int32)) {
 	var wg sync.WaitGroup
 	for topic, w := range workers {
 		wg.Go(func() { fn(w, parts[topic]) })
+	}
+	for topic, r := range readers {
+		wg.Go(func() { rfn(r, parts[topic]) })
 	}
 	wg.Wait()
 }

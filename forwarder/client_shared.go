@@ -84,7 +84,11 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		byTopic[st.topic] = w
 		topics = append(topics, st.topic)
 	}
-	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic)...)
+	readers := readersByTopic(f.cfg.Readers)
+	for topic := range readers {
+		topics = append(topics, topic)
+	}
+	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers)...)
 	opts = append(opts, f.cfg.ClientOpts...)
 	opts = append(opts, sharedClientOpts(f.cfg.Observer)...)
 	gate, hold := &pollGate{}, newPollHold(holdMax(&f.cfg))
@@ -118,7 +122,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		}
 		f.adopt(w, prev)
 	}
-	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic)
+	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers)
 	return s, nil
 }
 

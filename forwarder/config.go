@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"runtime/debug"
+	"slices"
 	"strings"
 	"time"
 
@@ -320,6 +321,10 @@ type Config struct {
 	// it when it returns.
 	Client *kgo.Client
 
+	// Readers read topics of their own on the forwarders' client, in
+	// Group (Reader). Default: none.
+	Readers []Reader
+
 	// Observer is told what every forwarder does, record by record (see
 	// Observer); package admin's Metrics is one. Default: none.
 	Observer Observer
@@ -403,6 +408,17 @@ func (c Config) validate() error {
 	}
 	if c.Delivery != AtLeastOnce && c.Delivery != ExactlyOnce {
 		fail("delivery", "%q is not a delivery; use %q or %q", c.Delivery, AtLeastOnce, ExactlyOnce)
+	}
+	for i, r := range c.Readers {
+		topic := r.Topic()
+		switch {
+		case topic == "":
+			fail("readers", "reader %d names no topic", i)
+		case slices.ContainsFunc(c.stages(), func(s stage) bool { return s.topic == topic }):
+			fail("readers", "reader %d reads %s, which a forwarder reads; give it a topic of its own", i, topic)
+		case slices.ContainsFunc(c.Readers[:i], func(o Reader) bool { return o.Topic() == topic }):
+			fail("readers", "readers %d and another both read %s; give each a topic of its own", i, topic)
+		}
 	}
 	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
 	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)

@@ -23,11 +23,12 @@ type pollLoop struct {
 	cl      *stageClient
 	log     *slog.Logger
 	workers map[string]*worker // by source topic, fixed for the client's life
+	readers map[string]Reader  // by topic, fixed for the client's life
 	unknown map[string]bool    // topics fetched with no worker, logged once
 }
 
-func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker) *pollLoop {
-	return &pollLoop{cl: cl, log: log, workers: workers, unknown: map[string]bool{}}
+func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker, readers map[string]Reader) *pollLoop {
+	return &pollLoop{cl: cl, log: log, workers: workers, readers: readers, unknown: map[string]bool{}}
 }
 
 // run polls until ctx ends or the group fences this member.
@@ -73,7 +74,8 @@ func (l *pollLoop) pollOnce(ctx context.Context) error {
 	return nil
 }
 
-// hand gives each worker the partitions of its source in fetches.
+// hand gives each worker the partitions of its source in fetches, and each
+// reader those of its topic.
 func (l *pollLoop) hand(fetches kgo.Fetches) {
 	byTopic := map[string][]kgo.FetchTopicPartition{}
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
@@ -82,6 +84,10 @@ func (l *pollLoop) hand(fetches kgo.Fetches) {
 		}
 	})
 	for topic, fps := range byTopic {
+		if r, ok := l.readers[topic]; ok {
+			r.Take(fps)
+			continue
+		}
 		w, ok := l.workers[topic]
 		if !ok {
 			if !l.unknown[topic] {

@@ -103,7 +103,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		return nil, errors.New("exactly-once runs its stages on one client (client_shared.go)")
 	}
 	w := makeWorker(cfg, s, owners)
-	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w})...)
+	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w}, nil)...)
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
 	cl, err := kgo.NewClient(opts...)
@@ -231,7 +231,7 @@ func (w *worker) run(ctx context.Context) error {
 		return w.loop(ctx) // the Forwarder polls the shared client
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}).run(gctx) })
+	g.Go(func() error { return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}, nil).run(gctx) })
 	g.Go(func() error { return w.loop(gctx) })
 	return g.Wait()
 }
