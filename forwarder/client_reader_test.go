@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,9 +20,11 @@ type testReader struct {
 	topic string
 
 	mu      sync.Mutex
+	cl      *ReaderClient
 	owned   map[int32]bool
 	offsets map[int32][]int64 // taken, by partition
 	revoked int               // partitions revoked or lost
+	ended   []bool            // TxnEnded's outcomes
 }
 
 func newTestReader(topic string) *testReader {
@@ -29,6 +32,46 @@ func newTestReader(topic string) *testReader {
 }
 
 func (r *testReader) Topic() string { return r.topic }
+
+func (r *testReader) Prepare(ctx context.Context, adm *kadm.Client) error {
+	topics, err := adm.ListTopics(ctx, r.topic)
+	if err == nil && !topics.Has(r.topic) {
+		err = errors.New(r.topic + " does not exist")
+	}
+	return err
+}
+
+func (r *testReader) Start(cl *ReaderClient) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.cl = cl
+}
+
+func (r *testReader) TxnEnded(committed bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.ended = append(r.ended, committed)
+}
+
+func (r *testReader) client() *ReaderClient {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.cl
+}
+
+// endedCommitted waits up to deadline for a transaction to end committed.
+func (r *testReader) endedCommitted(deadline time.Duration) bool {
+	end := time.Now().Add(deadline)
+	for {
+		r.mu.Lock()
+		ok := slices.Contains(r.ended, true)
+		r.mu.Unlock()
+		if ok || time.Now().After(end) {
+			return ok
+		}
+		time.Sleep(20 * time.Millisecond) // a deadline-bounded poll
+	}
+}
 
 func (r *testReader) Offsets(_ context.Context, offsets map[int32]kgo.Offset) {
 	for p := range offsets {
@@ -97,7 +140,9 @@ func (r *testReader) taken(n int, deadline time.Duration) (offsets map[int32][]i
 // client, in their one group, in either delivery: every partition is
 // assigned to it and read from where its Offsets says (the start, past an
 // offset committed before), each record once, records written later too; no
-// other group is made; a stop takes its partitions back.
+// other group is made; Reread reads a partition again; exactly-once, what
+// it produces commits with the forwarders' transaction, its offsets too; a
+// stop takes its partitions back.
 func TestReaderSharesTheGroup(t *testing.T) {
 	t.Parallel()
 	for _, d := range []Delivery{AtLeastOnce, ExactlyOnce} {
@@ -160,6 +205,42 @@ func readerSharesTheGroup(t *testing.T, delivery Delivery) {
 
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	rc := r.client()
+	rc.Reread(map[int32]int64{0: 0})
+	again, _ := r.taken(36+len(offsets[0]), 30*time.Second)
+	if got, want := again[0], append(slices.Clone(offsets[0]), offsets[0]...); !slices.Equal(got, want) {
+		t.Errorf("partition 0 after Reread from 0: offsets taken %v, want %v", got, want)
+	}
+	out := &kgo.Record{Topic: fx.target, Value: []byte("from the reader")}
+	err := rc.Produce(ctx, []*kgo.Record{out}, map[int32]int64{1: 4})
+	switch {
+	case delivery == AtLeastOnce && !errors.Is(err, errNotTransactional):
+		t.Errorf("Produce at-least-once: %v, want %v", err, errNotTransactional)
+	case delivery == ExactlyOnce && err != nil:
+		t.Errorf("Produce exactly-once: %v", err)
+	case delivery == ExactlyOnce:
+		if !r.endedCommitted(30 * time.Second) {
+			t.Fatal("no transaction ended committed within 30s of the reader's produce")
+		}
+		// Apache Kafka shows a transaction's offsets once its marker is
+		// in the offsets topic, a moment after the commit.
+		var at int64 = -1
+		for end := time.Now().Add(10 * time.Second); at != 4 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+			offs, err := adm.FetchOffsets(ctx, fx.cfg.Group)
+			if err != nil {
+				t.Fatalf("fetch offsets: %v", err)
+			}
+			if o, ok := offs.Lookup(topic, 1); ok {
+				at = o.At
+			}
+		}
+		if at != 4 {
+			t.Errorf("%s partition 1 committed at %d, want 4, committed with the transaction", topic, at)
+		}
+		if out.Offset < 0 || out.ProducerID < 0 {
+			t.Errorf("the reader's record was not written: offset %d, producer id %d", out.Offset, out.ProducerID)
+		}
+	}
 	listed, err := adm.ListGroups(ctx)
 	if err != nil {
 		t.Fatalf("list groups: %v", err)

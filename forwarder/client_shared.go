@@ -123,6 +123,13 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		f.adopt(w, prev)
 	}
 	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers)
+	for _, r := range f.cfg.Readers {
+		c := newReaderClient(r.Topic(), s.cl, gate, s.txn)
+		if s.txn != nil {
+			s.txn.readers = append(s.txn.readers, readerOn{r, c})
+		}
+		r.Start(c)
+	}
 	return s, nil
 }
 

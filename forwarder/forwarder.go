@@ -85,6 +85,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	if err := ensureTopics(ctx, adm, &f.cfg); err != nil {
 		return err
 	}
+	for _, r := range f.cfg.Readers {
+		if err := r.Prepare(ctx, adm); err != nil {
+			return err
+		}
+	}
 	f.dlqMax = f.dlqLimit(ctx, adm)
 	drains, err := findDropped(ctx, adm, &f.cfg)
 	if err != nil {

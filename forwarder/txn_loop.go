@@ -29,6 +29,7 @@ type txnLoop struct {
 	sess    *kgo.GroupTransactSession
 	gate    *pollGate
 	workers []*worker
+	readers []readerOn // produce into the transaction too (ReaderClient.Produce)
 	log     *slog.Logger
 
 	// barrier keeps produces apart from End and Begin, which franz-go
@@ -42,6 +43,12 @@ type txnLoop struct {
 	first      time.Time // when the first of it was
 	lastCommit time.Time // when the last End began
 	wakeCh     chan struct{}
+}
+
+// readerOn is a Reader with the client it was started with.
+type readerOn struct {
+	r Reader
+	c *ReaderClient
 }
 
 func newTxnLoop(cfg *Config, sess *kgo.GroupTransactSession, gate *pollGate, workers []*worker) *txnLoop {
@@ -173,8 +180,19 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 		w.mu.Unlock()
 		tried = tried || len(pts) > 0
 	}
+	commits := make([]map[int32]int64, len(t.readers))
+	for i, rd := range t.readers {
+		commits[i] = rd.c.takeCommits()
+	}
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
+		ids := map[string][16]byte{}
+		for _, rt := range req.Topics {
+			ids[rt.Topic] = rt.TopicID
+		}
 		setTxnOffsets(req, points)
+		for i, rd := range t.readers {
+			addTxnOffsets(req, rd.c.topic, ids[rd.c.topic], commits[i])
+		}
 		return nil
 	}
 	committed, err := t.sess.End(kgo.PreTxnCommitFnContext(ctx, rewrite), kgo.TransactionEndTry(consistent))
@@ -205,6 +223,9 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 	if len(rewound) > 0 {
 		// One call for every stage: each stops the client's fetch session.
 		t.sess.Client().SetOffsets(rewound)
+	}
+	for _, rd := range t.readers {
+		rd.r.TxnEnded(committed)
 	}
 	if err != nil && fenced(err) {
 		return t.fencedTxn(run, err)
