@@ -3,7 +3,10 @@ package fleet
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
 
 	"github.com/kdelay/kdelay/schedule"
 )
@@ -13,7 +16,7 @@ import (
 // reads it.
 type ScheduleStatus struct {
 	Topic     string `json:"topic"`
-	Group     string `json:"group"`     // the schedulers' consumer group
+	Group     string `json:"group"`     // the schedulers' consumer group: the forwarders'
 	Schedules int    `json:"schedules"` // in force
 	Refused   int    `json:"refused"`   // records kdelay refuses: kdelay schedule list says why
 	// Next is the earliest occurrence to come, of any schedule, and NextID
@@ -24,7 +27,7 @@ type ScheduleStatus struct {
 	// before now (schedule.Listed.Overdue): no kdelay owns their
 	// partition, or the one that does is behind.
 	Overdue int    `json:"overdue"`
-	Members int    `json:"members"`
+	Members int    `json:"members"`           // of Group, those that read the schedules
 	State   string `json:"state"`             // the group's: Stable, Empty, ... or "none"
 	Problem string `json:"problem,omitempty"` // why a figure is missing
 }
@@ -35,11 +38,13 @@ type ScheduleStatus struct {
 func (f *Fleet) Schedules(ctx context.Context, now time.Time) ScheduleStatus {
 	ctx, cancel := context.WithTimeout(ctx, statusTimeout)
 	defer cancel()
-	st := ScheduleStatus{Topic: f.cfg.Topics.Schedules(), Group: schedule.Group(f.cfg.Group)}
+	// The schedulers read the schedules topic in the forwarders' group
+	// (schedule.Config.AsReader): the members that subscribe to it.
+	st := ScheduleStatus{Topic: f.cfg.Topics.Schedules(), Group: f.cfg.Group}
 	groups, err := f.adm.DescribeGroups(ctx, st.Group)
 	if err == nil {
 		g, ok := groups[st.Group]
-		st.Members = len(g.Members)
+		st.Members = subscribers(g, st.Topic)
 		st.State, err = groupState(g, ok)
 	}
 	if err != nil {
@@ -70,4 +75,15 @@ func (f *Fleet) Schedules(ctx context.Context, now time.Time) ScheduleStatus {
 			Problem: fmt.Sprintf("read %s: %v", st.Topic, err)}
 	}
 	return st
+}
+
+// subscribers counts g's members that subscribe to topic.
+func subscribers(g kadm.DescribedGroup, topic string) int {
+	n := 0
+	for _, m := range g.Members {
+		if c, ok := m.Join.AsConsumer(); ok && slices.Contains(c.Topics, topic) {
+			n++
+		}
+	}
+	return n
 }

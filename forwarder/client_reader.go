@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 )
@@ -36,11 +37,6 @@ type Reader interface {
 	// one (exactly-once makes a new one when its producer is fenced),
 	// before that client's first poll.
 	Start(cl *ReaderClient)
-
-	// TxnEnded tells it, exactly-once, how the open transaction ended:
-	// committed, or aborted, and then nothing it produced in it
-	// (ReaderClient.Produce) was written.
-	TxnEnded(committed bool)
 
 	// Offsets sets where each partition of Topic assigned is read from:
 	// offsets holds the group's committed offset of each, or the client's
@@ -79,6 +75,7 @@ type ReaderClient struct {
 
 	mu      sync.Mutex
 	commits map[int32]int64 // offsets of topic to commit with the open transaction
+	waiting []chan bool     // told the open transaction's outcome
 }
 
 func newReaderClient(topic string, cl *kgo.Client, gate *pollGate, txn *txnLoop) *ReaderClient {
@@ -86,20 +83,50 @@ func newReaderClient(topic string, cl *kgo.Client, gate *pollGate, txn *txnLoop)
 }
 
 // Reread has the client read partitions of the Reader's topic again from
-// the offsets given. It waits for the poll in progress to hand its records
-// on, so that none read from before the new offsets comes after this
-// returns, and no callback runs meanwhile.
-func (c *ReaderClient) Reread(offsets map[int32]int64) {
-	if len(offsets) == 0 {
-		return
-	}
+// the offsets given, and then calls reset, which forgets what was read of
+// them: no poll runs from before the new offsets until reset returns, so no
+// record read from the old ones comes after it, and no callback runs
+// meanwhile (the partitions it finds owned stay owned until it returns).
+func (c *ReaderClient) Reread(offsets map[int32]int64, reset func()) {
 	at := make(map[int32]kgo.EpochOffset, len(offsets))
 	for p, o := range offsets {
 		at[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
 	}
 	release := c.gate.hold()
 	defer release()
-	c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.topic: at})
+	if len(at) > 0 {
+		c.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{c.topic: at})
+	}
+	reset()
+}
+
+// Commit commits offsets of the Reader's topic in the group, so that the
+// group's lag shows how far it read: at-least-once at once, exactly-once
+// with the next transaction, which it has end (a Reader that resumes from
+// its own records rather than from commits reads them for the lag alone).
+func (c *ReaderClient) Commit(ctx context.Context, offsets map[int32]int64) error {
+	if len(offsets) == 0 {
+		return nil
+	}
+	if c.txn != nil {
+		_, err := c.Produce(ctx, nil, offsets)
+		return err
+	}
+	at := make(map[int32]kgo.EpochOffset, len(offsets))
+	for p, o := range offsets {
+		at[p] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	var err error
+	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.topic: at},
+		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
+			err = cerr
+			for _, t := range resp.Topics {
+				for _, p := range t.Partitions {
+					err = errors.Join(err, kerr.ErrorForCode(p.ErrorCode))
+				}
+			}
+		})
+	return err
 }
 
 // Transactional reports whether the forwarders deliver exactly once: a
@@ -113,27 +140,44 @@ var errNotTransactional = errors.New("the forwarders' client is not transactiona
 // offsets of the Reader's topic with it: the commit carries the group's
 // generation, so the broker refuses the transaction of a process that lost
 // those partitions (KIP-447). It returns once the records are handed to the
-// client; TxnEnded tells the outcome. A record that fails aborts the
-// transaction.
-func (c *ReaderClient) Produce(ctx context.Context, records []*kgo.Record, commit map[int32]int64) error {
+// client, with a channel that gets the transaction's outcome: true when it
+// committed; false when it aborted, and then nothing of records was written
+// (a record that fails aborts it). The channel gets nothing if the
+// forwarders stop without ending it (the broker aborts it then).
+func (c *ReaderClient) Produce(ctx context.Context, records []*kgo.Record, commit map[int32]int64) (<-chan bool, error) {
 	if c.txn == nil {
-		return errNotTransactional
+		return nil, errNotTransactional
 	}
+	// Shared, as a worker's cycle holds it: End and Begin wait for the
+	// records to be handed to the client, and the outcome is this
+	// transaction's.
 	c.txn.barrier.RLock()
 	defer c.txn.barrier.RUnlock()
+	outcome := make(chan bool, 1)
+	c.mu.Lock()
 	if len(commit) > 0 {
-		c.mu.Lock()
 		if c.commits == nil {
 			c.commits = map[int32]int64{}
 		}
 		maps.Copy(c.commits, commit)
-		c.mu.Unlock()
 	}
+	c.waiting = append(c.waiting, outcome)
+	c.mu.Unlock()
 	for _, r := range records {
 		c.cl.Produce(ctx, r, nil)
 	}
 	c.txn.noteProduced(c.txn.cfg.NowFunc())
-	return nil
+	return outcome, nil
+}
+
+// ended tells the transaction's outcome to every Produce since the last.
+func (c *ReaderClient) ended(committed bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for _, ch := range c.waiting {
+		ch <- committed
+	}
+	c.waiting = nil
 }
 
 // takeCommits returns the offsets to commit with the transaction ending,

@@ -24,7 +24,6 @@ type testReader struct {
 	owned   map[int32]bool
 	offsets map[int32][]int64 // taken, by partition
 	revoked int               // partitions revoked or lost
-	ended   []bool            // TxnEnded's outcomes
 }
 
 func newTestReader(topic string) *testReader {
@@ -47,30 +46,10 @@ func (r *testReader) Start(cl *ReaderClient) {
 	r.cl = cl
 }
 
-func (r *testReader) TxnEnded(committed bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.ended = append(r.ended, committed)
-}
-
 func (r *testReader) client() *ReaderClient {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.cl
-}
-
-// endedCommitted waits up to deadline for a transaction to end committed.
-func (r *testReader) endedCommitted(deadline time.Duration) bool {
-	end := time.Now().Add(deadline)
-	for {
-		r.mu.Lock()
-		ok := slices.Contains(r.ended, true)
-		r.mu.Unlock()
-		if ok || time.Now().After(end) {
-			return ok
-		}
-		time.Sleep(20 * time.Millisecond) // a deadline-bounded poll
-	}
 }
 
 func (r *testReader) Offsets(_ context.Context, offsets map[int32]kgo.Offset) {
@@ -206,35 +185,34 @@ func readerSharesTheGroup(t *testing.T, delivery Delivery) {
 	ctx, cancel = context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	rc := r.client()
-	rc.Reread(map[int32]int64{0: 0})
+	rc.Reread(map[int32]int64{0: 0}, func() {})
 	again, _ := r.taken(36+len(offsets[0]), 30*time.Second)
 	if got, want := again[0], append(slices.Clone(offsets[0]), offsets[0]...); !slices.Equal(got, want) {
 		t.Errorf("partition 0 after Reread from 0: offsets taken %v, want %v", got, want)
 	}
+	if err := rc.Commit(ctx, map[int32]int64{2: 3}); err != nil {
+		t.Errorf("Commit: %v", err)
+	}
+	if at := committedAt(t, ctx, adm, fx.cfg.Group, topic, 2, 3); at != 3 {
+		t.Errorf("%s partition 2 committed at %d after Commit, want 3", topic, at)
+	}
 	out := &kgo.Record{Topic: fx.target, Value: []byte("from the reader")}
-	err := rc.Produce(ctx, []*kgo.Record{out}, map[int32]int64{1: 4})
+	outcome, err := rc.Produce(ctx, []*kgo.Record{out}, map[int32]int64{1: 4})
 	switch {
 	case delivery == AtLeastOnce && !errors.Is(err, errNotTransactional):
 		t.Errorf("Produce at-least-once: %v, want %v", err, errNotTransactional)
 	case delivery == ExactlyOnce && err != nil:
 		t.Errorf("Produce exactly-once: %v", err)
 	case delivery == ExactlyOnce:
-		if !r.endedCommitted(30 * time.Second) {
-			t.Fatal("no transaction ended committed within 30s of the reader's produce")
-		}
-		// Apache Kafka shows a transaction's offsets once its marker is
-		// in the offsets topic, a moment after the commit.
-		var at int64 = -1
-		for end := time.Now().Add(10 * time.Second); at != 4 && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
-			offs, err := adm.FetchOffsets(ctx, fx.cfg.Group)
-			if err != nil {
-				t.Fatalf("fetch offsets: %v", err)
+		select {
+		case committed := <-outcome:
+			if !committed {
+				t.Fatal("the transaction of the reader's produce aborted")
 			}
-			if o, ok := offs.Lookup(topic, 1); ok {
-				at = o.At
-			}
+		case <-time.After(30 * time.Second):
+			t.Fatal("the transaction of the reader's produce did not end within 30s")
 		}
-		if at != 4 {
+		if at := committedAt(t, ctx, adm, fx.cfg.Group, topic, 1, 4); at != 4 {
 			t.Errorf("%s partition 1 committed at %d, want 4, committed with the transaction", topic, at)
 		}
 		if out.Offset < 0 || out.ProducerID < 0 {
@@ -293,4 +271,23 @@ func topics(readers []Reader) []string {
 		ts = append(ts, r.Topic())
 	}
 	return ts
+}
+
+// committedAt waits up to 10 s for group's offset of topic's partition p to
+// be want, and returns the last it saw (-1 for none). Apache Kafka shows a
+// transaction's offsets once its marker is in the offsets topic, a moment
+// after the commit.
+func committedAt(t *testing.T, ctx context.Context, adm *kadm.Client, group, topic string, p int32, want int64) int64 {
+	t.Helper()
+	var at int64 = -1
+	for end := time.Now().Add(10 * time.Second); at != want && time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		offs, err := adm.FetchOffsets(ctx, group)
+		if err != nil {
+			t.Fatalf("fetch offsets: %v", err)
+		}
+		if o, ok := offs.Lookup(topic, p); ok {
+			at = o.At
+		}
+	}
+	return at
 }

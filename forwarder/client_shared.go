@@ -126,7 +126,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	for _, r := range f.cfg.Readers {
 		c := newReaderClient(r.Topic(), s.cl, gate, s.txn)
 		if s.txn != nil {
-			s.txn.readers = append(s.txn.readers, readerOn{r, c})
+			s.txn.readers = append(s.txn.readers, c)
 		}
 		r.Start(c)
 	}

@@ -29,7 +29,7 @@ type txnLoop struct {
 	sess    *kgo.GroupTransactSession
 	gate    *pollGate
 	workers []*worker
-	readers []readerOn // produce into the transaction too (ReaderClient.Produce)
+	readers []*ReaderClient // produce into the transaction too (ReaderClient.Produce)
 	log     *slog.Logger
 
 	// barrier keeps produces apart from End and Begin, which franz-go
@@ -43,12 +43,6 @@ type txnLoop struct {
 	first      time.Time // when the first of it was
 	lastCommit time.Time // when the last End began
 	wakeCh     chan struct{}
-}
-
-// readerOn is a Reader with the client it was started with.
-type readerOn struct {
-	r Reader
-	c *ReaderClient
 }
 
 func newTxnLoop(cfg *Config, sess *kgo.GroupTransactSession, gate *pollGate, workers []*worker) *txnLoop {
@@ -182,7 +176,7 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 	}
 	commits := make([]map[int32]int64, len(t.readers))
 	for i, rd := range t.readers {
-		commits[i] = rd.c.takeCommits()
+		commits[i] = rd.takeCommits()
 	}
 	rewrite := func(req *kmsg.TxnOffsetCommitRequest) error {
 		ids := map[string][16]byte{}
@@ -191,7 +185,7 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 		}
 		setTxnOffsets(req, points)
 		for i, rd := range t.readers {
-			addTxnOffsets(req, rd.c.topic, ids[rd.c.topic], commits[i])
+			addTxnOffsets(req, rd.topic, ids[rd.topic], commits[i])
 		}
 		return nil
 	}
@@ -225,7 +219,7 @@ func (t *txnLoop) endWithin(ctx, run context.Context) error {
 		t.sess.Client().SetOffsets(rewound)
 	}
 	for _, rd := range t.readers {
-		rd.r.TxnEnded(committed)
+		rd.ended(committed)
 	}
 	if err != nil && fenced(err) {
 		return t.fencedTxn(run, err)

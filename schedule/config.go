@@ -67,6 +67,14 @@ type Config struct {
 	// occurrence again, with the same kdelay-id.
 	ExactlyOnce bool
 
+	// AsReader has the scheduler read the schedules topic as a
+	// forwarder.Reader (Scheduler.Reader) on the forwarders' client, in
+	// their group (Group itself), as kdelay serve runs it, rather than on a
+	// client and in a group of its own, "<group>.schedules". Exactly-once
+	// it then writes into their transaction. Run still runs its loop.
+	// Default false.
+	AsReader bool
+
 	// InstanceID names this process in the consumer group (static
 	// membership, as the forwarder's) and in its transactional id. Required:
 	// the forwarder's.

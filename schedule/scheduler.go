@@ -32,15 +32,24 @@ import (
 type Scheduler struct {
 	cfg Config
 
-	mu       sync.Mutex // guards st and wakeFn: the group's callbacks run beside the loop
+	mu       sync.Mutex // guards st, wakeFn and rc: the group's callbacks run beside the loop
 	st       *state
 	wakeFn   context.CancelFunc // ends the poll in progress
+	wakeCh   chan struct{}      // wakes the loop's sleep (AsReader)
 	adm      *kadm.Client       // a client outside the group: topics, offsets, leaving
 	fences   *kgo.Client        // adm's client, which writes the load fences (loadEnds)
 	reader   *reader            // on adm's client: reads back what the slots name (plan.go)
-	cl       *kgo.Client
-	txn      *kgo.GroupTransactSession // nil in at-least-once
+	cl       *kgo.Client        // the group client; nil AsReader
+	out      *kgo.Client        // writes at-least-once: cl, or AsReader fences
+	txn      *kgo.GroupTransactSession // nil in at-least-once and AsReader
+	rc       *forwarder.ReaderClient   // the forwarders' client (AsReader)
 	assigned chan struct{}             // closed at the first assignment, for tests
+
+	// stepMu is held from a step's decision to its write's end: a
+	// partition revoked or lost waits for it (onRevoked), so that another
+	// process takes a partition only once nothing decided from it is
+	// being written.
+	stepMu sync.Mutex
 
 	occurrences, late int64 // written, for Stats; guarded by mu
 
@@ -53,7 +62,7 @@ func New(cfg Config) (*Scheduler, error) {
 	if err := cfg.validate(); err != nil {
 		return nil, err
 	}
-	s := &Scheduler{cfg: cfg, assigned: make(chan struct{})}
+	s := &Scheduler{cfg: cfg, assigned: make(chan struct{}), wakeCh: make(chan struct{}, 1)}
 	s.st = newState(&s.cfg)
 	return s, nil
 }
@@ -64,8 +73,11 @@ func New(cfg Config) (*Scheduler, error) {
 // the client closes, and the process leaves the group, so that its
 // partitions move at once rather than after SessionTimeout.
 func (s *Scheduler) Run(ctx context.Context) error {
-	admCl, err := kgo.NewClient(append([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.DisableClientMetrics(),
-		kgo.RecordPartitioner(kgo.ManualPartitioner()), kgo.ProducerLinger(0)}, s.cfg.ClientOpts...)...)
+	// It writes occurrences too AsReader: they go where their key hashes,
+	// the fences to their own partitions.
+	admCl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.DisableClientMetrics(),
+		kgo.RecordPartitioner(newPartitioner(s.cfg.Topics.Schedules())), kgo.ProducerLinger(0)},
+		forwarder.FailoverOpts(), s.cfg.ClientOpts)...)
 	if err != nil {
 		return err
 	}
@@ -79,7 +91,17 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	s.mu.Lock()
 	s.st.place = placeKey(s.cfg.Topics.Schedules(), n)
+	s.mu.Unlock()
+	if s.cfg.AsReader {
+		s.out = admCl
+		err = s.runShared(ctx)
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
 	for backoff := time.Second; ; backoff = min(2*backoff, 30*time.Second) {
 		if err := s.connect(); err != nil {
 			return err
@@ -177,10 +199,14 @@ func (s *Scheduler) poll(ctx context.Context) error {
 // maxIdle bounds a poll with nothing due.
 const maxIdle = time.Minute
 
-// wake ends the poll in progress, if any. mu must be held.
+// wake ends the poll or the sleep in progress, if any. mu must be held.
 func (s *Scheduler) wake() {
 	if s.wakeFn != nil {
 		s.wakeFn()
+	}
+	select {
+	case s.wakeCh <- struct{}{}:
+	default:
 	}
 }
 
@@ -202,6 +228,12 @@ func (s *Scheduler) onAssigned(_ context.Context, _ *kgo.Client, got map[string]
 // onRevoked forgets the partitions revoked or lost: once it returns,
 // another process may write their occurrences.
 func (s *Scheduler) onRevoked(_ context.Context, _ *kgo.Client, lost map[string][]int32) {
+	if s.cfg.AsReader {
+		// On a client of its own, the callbacks run in its own polls
+		// (BlockRebalanceOnPoll), never during a step.
+		s.stepMu.Lock()
+		defer s.stepMu.Unlock()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.st.revoke(lost[s.cfg.Topics.Schedules()])

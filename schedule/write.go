@@ -62,7 +62,7 @@ func (s *Scheduler) connect() error {
 		forwarder.FailoverOpts(), s.cfg.ClientOpts...)...)
 	if !s.cfg.ExactlyOnce {
 		cl, err := kgo.NewClient(opts...)
-		s.cl = cl
+		s.cl, s.out = cl, cl
 		return err
 	}
 	txn, err := kgo.NewGroupTransactSession(append(opts,
@@ -93,6 +93,15 @@ func (s *Scheduler) step(ctx context.Context) error {
 	plans := s.st.plan(now, s.cfg.Batch)
 	s.mu.Unlock()
 	plans = s.readBack(ctx, plans)
+	s.stepMu.Lock()
+	locked := true
+	unlock := func() {
+		if locked {
+			locked = false
+			s.stepMu.Unlock()
+		}
+	}
+	defer unlock()
 	s.mu.Lock()
 	b := s.st.due(now, s.cfg.Batch, plans)
 	ends := map[int32]int64{}
@@ -106,10 +115,13 @@ func (s *Scheduler) step(ctx context.Context) error {
 	}
 	var written bool
 	var err error
-	if s.txn != nil {
+	switch {
+	case s.cfg.AsReader && s.cfg.ExactlyOnce:
+		written = s.writeShared(ctx, b, ends, unlock)
+	case s.txn != nil:
 		written, err = s.writeTxn(ctx, b, ends)
-	} else {
-		written = s.write(ctx, b)
+	default:
+		written = s.write(ctx, b, unlock)
 	}
 	if err != nil || ctx.Err() != nil {
 		return err
@@ -142,10 +154,11 @@ func (s *Scheduler) readBack(ctx context.Context, plans []*plan) []*plan {
 			s.cfg.Logger.Warn("schedules_read_back_failed", "partition", pl.p.id, "err", err)
 		}
 		s.mu.Lock()
-		if s.st.parts[pl.p.id] == pl.p {
+		same := s.st.parts[pl.p.id] == pl.p
+		s.mu.Unlock()
+		if same {
 			s.reload([]int32{pl.p.id})
 		}
-		s.mu.Unlock()
 	}
 	return read
 }
@@ -155,18 +168,21 @@ func (s *Scheduler) readBack(ctx context.Context, plans []*plan) []*plan {
 // between the two writes them again, with the same ids, rather than skip
 // them. A failure loads the partitions again: what they hold is the truth.
 // It reports whether all of b was written.
-func (s *Scheduler) write(ctx context.Context, b batch) bool {
+//
+// unlock ends the step's hold of stepMu before a reload: AsReader, the
+// reload waits for the forwarders' poll, which may wait in a revoke for
+// the step.
+func (s *Scheduler) write(ctx context.Context, b batch, unlock func()) bool {
 	for i, rs := range [][]*kgo.Record{b.records, b.progress} {
 		if i == 1 && s.cfg.beforeProgress != nil {
 			s.cfg.beforeProgress()
 		}
-		if err := s.cl.ProduceSync(ctx, rs...).FirstErr(); err != nil {
+		if err := s.out.ProduceSync(ctx, rs...).FirstErr(); err != nil {
 			if ctx.Err() == nil {
 				s.cfg.Logger.Warn("schedules_write_failed", "partitions", slices.Sorted(maps.Keys(b.parts)), "err", err)
 			}
-			s.mu.Lock()
+			unlock()
 			s.reload(slices.Collect(maps.Keys(b.parts)))
-			s.mu.Unlock()
 			return false
 		}
 	}
@@ -211,9 +227,7 @@ func (s *Scheduler) writeTxn(ctx context.Context, b batch, ends map[int32]int64)
 		if err := s.abortOpen(ctx); err != nil {
 			return false, err
 		}
-		s.mu.Lock()
-		s.reload(s.owned())
-		s.mu.Unlock()
+		s.reload(s.ownedNow())
 	}
 	return committed, s.begin(ctx)
 }
@@ -301,16 +315,38 @@ func setOffsets(req *kmsg.TxnOffsetCommitRequest, topic string, ends map[int32]i
 }
 
 // reload forgets partitions and reads them again from their start. mu must
-// be held.
+// not be held: AsReader, the forwarders' poll must hand on what it fetched
+// first, and its Take takes mu.
 func (s *Scheduler) reload(ids []int32) {
 	if len(ids) == 0 {
 		return
 	}
-	s.st.assign(ids)
-	s.noteIndex()
-	offsets := map[int32]kgo.EpochOffset{}
+	offsets := map[int32]int64{}
 	for _, id := range ids {
-		offsets[id] = kgo.EpochOffset{Epoch: -1, Offset: 0}
+		offsets[id] = 0
 	}
-	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Schedules(): offsets})
+	reset := func() {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		// AsReader, a revoke may have come since ids were picked: a
+		// partition no longer owned is not loaded again.
+		owned := slices.DeleteFunc(slices.Clone(ids), func(id int32) bool { _, ok := s.st.parts[id]; return !ok })
+		s.st.assign(owned)
+		s.noteIndex()
+	}
+	if s.cfg.AsReader {
+		s.mu.Lock()
+		rc := s.rc
+		s.mu.Unlock()
+		rc.Reread(offsets, reset)
+		return
+	}
+	// The loop's own client, polled by the loop alone: the offsets hold
+	// from its next poll.
+	reset()
+	at := map[int32]kgo.EpochOffset{}
+	for id, o := range offsets {
+		at[id] = kgo.EpochOffset{Epoch: -1, Offset: o}
+	}
+	s.cl.SetOffsets(map[string]map[int32]kgo.EpochOffset{s.cfg.Topics.Schedules(): at})
 }

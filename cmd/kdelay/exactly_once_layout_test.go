@@ -13,13 +13,14 @@ import (
 )
 
 // TestExactlyOnceOneGroupOneProducer: `kdelay serve --delivery exactly-once`
-// reads every stage in the one consumer group <group> and produces with one
-// transactional producer, as at-least-once reads with one group: the
-// forwarders of a deployment are one group whatever its levels (the
-// scheduler has its own, <group>.schedules), and those of a process one
-// transactional id, <instance-id>.<group>. Managed clusters count and cap both;
-// until 2026-11-29 exactly-once had a group and a producer a stage: 20
-// groups with the 18 default levels, 5 with the test's three.
+// reads every stage and the schedules topic in the one consumer group
+// <group> and produces with one transactional producer, as at-least-once
+// reads with one group: a deployment is one group whatever its levels, and
+// a process one transactional id, <instance-id>.<group>. Managed clusters
+// count and cap both; until 2026-11-29 exactly-once had a group and a
+// producer a stage: 20 groups with the 18 default levels, 5 with the test's
+// three; until 2026-11-30 the scheduler had a group and a transactional id
+// of its own, <group>.schedules.
 func TestExactlyOnceOneGroupOneProducer(t *testing.T) {
 	t.Parallel()
 	x := setupExactlyOnce(t)
@@ -37,16 +38,21 @@ func TestExactlyOnceOneGroupOneProducer(t *testing.T) {
 	if err != nil {
 		t.Fatalf("list groups: %v", err)
 	}
-	// The scheduler's group, <group>.schedules, is left out: it joins once
-	// the forwarders are ready, maybe after this.
 	var groups []string
 	for _, g := range listed.Sorted() {
-		if strings.HasPrefix(g.Group, x.name) && g.Group != x.name+".schedules" {
+		if strings.HasPrefix(g.Group, x.name) {
 			groups = append(groups, g.Group)
 		}
 	}
 	if want := []string{x.name}; !slices.Equal(groups, want) {
-		t.Errorf("the forwarders' consumer groups %q, want %q", groups, want)
+		t.Errorf("the consumer groups %q, want %q", groups, want)
+	}
+	described, err := adm.DescribeGroups(ctx, x.name)
+	if err != nil {
+		t.Fatalf("describe group %s: %v", x.name, err)
+	}
+	if got := described.AssignedPartitions()[x.name+".schedules"]; len(got) == 0 {
+		t.Errorf("group %s assigns no partition of %s.schedules: the scheduler reads it in the forwarders' group", x.name, x.name)
 	}
 
 	txns, err := adm.ListTransactions(ctx, nil, nil)
@@ -55,11 +61,11 @@ func TestExactlyOnceOneGroupOneProducer(t *testing.T) {
 	}
 	var ids []string
 	for _, tx := range txns.Sorted() {
-		if strings.HasPrefix(tx.TxnID, "eos."+x.name) && tx.TxnID != "eos."+x.name+".schedules" {
+		if strings.HasPrefix(tx.TxnID, "eos."+x.name) {
 			ids = append(ids, tx.TxnID)
 		}
 	}
 	if want := []string{"eos." + x.name}; !slices.Equal(ids, want) {
-		t.Errorf("the forwarders' transactional ids %q, want %q", ids, want)
+		t.Errorf("the transactional ids %q, want %q", ids, want)
 	}
 }

@@ -35,7 +35,10 @@ func TestEmbeddedSchedulesCompacted(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		retained, scheduled := make(chan error, 1), make(chan error, 1)
 		go func() { retained <- b.Run(ctx) }()
-		sched, err := srv.scheduler(b.Addrs())
+		// On a client of its own: no forwarder runs here to read for it.
+		scfg := srv.schedulerConfig(b.Addrs())
+		scfg.AsReader = false
+		sched, err := schedule.New(scfg)
 		if err != nil {
 			t.Fatal(err)
 		}

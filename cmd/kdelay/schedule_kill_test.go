@@ -307,11 +307,12 @@ func (k *scheduleKill) kill() time.Time {
 // step reaches its end, and drop the request instead of taking it:
 // at-least-once, the produce of the progress, sent once the occurrences it
 // counts were acknowledged; exactly-once, the commit of the transaction
-// that holds both.
+// that holds both (the forwarders' transaction, which the scheduler writes
+// into since 2026-11-30).
 func (k *scheduleKill) killAtProgress() {
 	fake := k.cluster.Fake
 	schedules := k.topics().Schedules()
-	group := schedule.Group(k.name)
+	var progressIn sync.Map // transactional ids whose open transaction wrote progress
 	fake.Control(func(req kmsg.Request) (kmsg.Response, error, bool) {
 		if !k.armed.Load() {
 			return nil, nil, false
@@ -319,14 +320,19 @@ func (k *scheduleKill) killAtProgress() {
 		hit := false
 		switch req := req.(type) {
 		case *kmsg.ProduceRequest:
-			if k.exactlyOnce {
-				break
-			}
+			progress := false
 			for _, rt := range req.Topics {
-				hit = hit || rt.Topic == schedules || rt.TopicID == k.schedulesID
+				progress = progress || rt.Topic == schedules || rt.TopicID == k.schedulesID
+			}
+			switch {
+			case !k.exactlyOnce:
+				hit = progress
+			case progress && req.TransactionID != nil:
+				progressIn.Store(*req.TransactionID, true)
 			}
 		case *kmsg.EndTxnRequest:
-			hit = k.exactlyOnce && req.Commit && strings.Contains(req.TransactionalID, group)
+			_, progress := progressIn.LoadAndDelete(req.TransactionalID)
+			hit = k.exactlyOnce && req.Commit && progress
 		}
 		if !hit || !k.armed.CompareAndSwap(true, false) {
 			return nil, nil, false

@@ -138,8 +138,9 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	defer flush()
 	// One client outside any group for the forwarder's start, the control
 	// topic, the admin listener and the console: a client each held a set
-	// of connections each. Not the scheduler's loading, whose fetches
-	// would wait behind the control topic's long polls.
+	// of connections each. Not the scheduler's loading client, whose
+	// fetches would wait behind the control topic's long polls; the
+	// scheduler reads the schedules topic on the forwarders' client.
 	plain, err := forwarder.NewPlainClient(fcfg)
 	if err != nil {
 		return err
@@ -158,6 +159,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	// max-buffered-bytes covers the scheduler's index too: the records
 	// get what it leaves (forwarder/pool.go).
 	fcfg.SharedBytes = sched.IndexBytes
+	fcfg.Readers = []forwarder.Reader{sched.Reader()}
 	f, err := forwarder.New(fcfg)
 	if err != nil {
 		return usageError{err}

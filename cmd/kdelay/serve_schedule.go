@@ -26,6 +26,9 @@ func (s server) schedulerConfig(brokers []string) schedule.Config {
 		Topics:      kdelay.Topics{Prefix: cfg.TopicPrefix},
 		Group:       cfg.Group,
 		ExactlyOnce: forwarder.Delivery(cfg.Delivery) == forwarder.ExactlyOnce,
+		// On the forwarders' client and in their group: a deployment is one
+		// group, and a process one member and one transactional producer.
+		AsReader: true,
 		// As the forwarder defaults it: serve sets it before it gets here,
 		// a test running forward on its own may not.
 		InstanceID:            cmp.Or(cfg.InstanceID, forwarder.DefaultInstanceID()),

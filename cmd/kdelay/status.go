@@ -44,7 +44,8 @@ too. Then the recurring schedules, read from <topic-prefix>.schedules to its end
   OVERDUE          schedules whose next occurrence was due and is not written into
                    the ingress (kdelay writes each a minute ahead): no kdelay owns
                    their partition, or the one that does is behind
-  MEMBERS          kdelay processes in <group>.schedules, and the group's state
+  MEMBERS          kdelay processes that read the schedules (in <group>), and the
+                   group's state
 
 Status only reads: it works from any machine that reaches the brokers. Give it
 the topic-prefix, group and levels serve runs with (flags, KDELAY_* or --config).`,
