@@ -34,13 +34,13 @@ type Scheduler struct {
 
 	mu       sync.Mutex // guards st, wakeFn and rc: the group's callbacks run beside the loop
 	st       *state
-	wakeFn   context.CancelFunc // ends the poll in progress
-	wakeCh   chan struct{}      // wakes the loop's sleep (AsReader)
-	adm      *kadm.Client       // a client outside the group: topics, offsets, leaving
-	fences   *kgo.Client        // adm's client, which writes the load fences (loadEnds)
-	reader   *reader            // on adm's client: reads back what the slots name (plan.go)
-	cl       *kgo.Client        // the group client; nil AsReader
-	out      *kgo.Client        // writes at-least-once: cl, or AsReader fences
+	wakeFn   context.CancelFunc        // ends the poll in progress
+	wakeCh   chan struct{}             // wakes the loop's sleep (AsReader)
+	adm      *kadm.Client              // a client outside the group: topics, offsets, leaving
+	fences   *kgo.Client               // adm's client, which writes the load fences (loadEnds)
+	reader   *reader                   // on adm's client: reads back what the slots name (plan.go)
+	cl       *kgo.Client               // the group client; nil AsReader
+	out      *kgo.Client               // writes at-least-once: cl, or AsReader fences
 	txn      *kgo.GroupTransactSession // nil in at-least-once and AsReader
 	rc       *forwarder.ReaderClient   // the forwarders' client (AsReader)
 	assigned chan struct{}             // closed at the first assignment, for tests
