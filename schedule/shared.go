@@ -199,7 +199,11 @@ func (s *Scheduler) writeShared(ctx context.Context, b batch, ends map[int32]int
 	s.mu.Lock()
 	rc := s.rc
 	s.mu.Unlock()
-	outcome, err := rc.Produce(ctx, slices.Concat(b.records, b.progress), ends)
+	var outcome <-chan bool
+	err := errNoClient
+	if rc != nil {
+		outcome, err = rc.Produce(ctx, slices.Concat(b.records, b.progress), ends)
+	}
 	// The outcome comes once the forwarders end the transaction, which
 	// may wait for a rebalance that waits for this step.
 	unlock()
@@ -220,6 +224,9 @@ func (s *Scheduler) writeShared(ctx context.Context, b batch, ends map[int32]int
 	s.reload(s.ownedNow())
 	return false
 }
+
+// errNoClient says the forwarders have not started their client yet.
+var errNoClient = errors.New("the forwarders have no client yet")
 
 // ownedNow are the partitions this process holds.
 func (s *Scheduler) ownedNow() []int32 {

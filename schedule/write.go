@@ -338,6 +338,10 @@ func (s *Scheduler) reload(ids []int32) {
 		s.mu.Lock()
 		rc := s.rc
 		s.mu.Unlock()
+		if rc == nil {
+			reset() // no client yet: nothing was read
+			return
+		}
 		rc.Reread(offsets, reset)
 		return
 	}
