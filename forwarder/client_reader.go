@@ -16,9 +16,8 @@ import (
 // consumer group (Config.Readers): the group shares its topic's partitions
 // among the processes as it shares the stages', and the client's one poll
 // loop hands it its records. kdelay serve's scheduler (package schedule,
-// which imports this one) is meant to read the schedules topic so, rather
-// than in a group and on a client of its own (docs/design/one-client.md,
-// step 8b).
+// which imports this one) reads the schedules topic so, rather than in a
+// group and on a client of its own (docs/design/one-client.md, step 8b).
 //
 // Its methods are called as a worker's are: Offsets, Assigned, Revoked
 // and Lost from the group's callbacks, beside the workers' parts of the same
@@ -102,8 +101,9 @@ func (c *ReaderClient) Reread(offsets map[int32]int64, reset func()) {
 
 // Commit commits offsets of the Reader's topic in the group, so that the
 // group's lag shows how far it read: at-least-once at once, exactly-once
-// with the next transaction, which it has end (a Reader that resumes from
-// its own records rather than from commits reads them for the lag alone).
+// with the open transaction, which it has end within CommitLinger. (The
+// scheduler reads from its topic's start whatever is committed: its
+// commits are for the lag alone.)
 func (c *ReaderClient) Commit(ctx context.Context, offsets map[int32]int64) error {
 	if len(offsets) == 0 {
 		return nil
@@ -119,7 +119,9 @@ func (c *ReaderClient) Commit(ctx context.Context, offsets map[int32]int64) erro
 	var err error
 	c.cl.CommitOffsetsSync(ctx, map[string]map[int32]kgo.EpochOffset{c.topic: at},
 		func(_ *kgo.Client, _ *kmsg.OffsetCommitRequest, resp *kmsg.OffsetCommitResponse, cerr error) {
-			err = cerr
+			if err = cerr; cerr != nil {
+				return
+			}
 			for _, t := range resp.Topics {
 				for _, p := range t.Partitions {
 					err = errors.Join(err, kerr.ErrorForCode(p.ErrorCode))
@@ -128,10 +130,6 @@ func (c *ReaderClient) Commit(ctx context.Context, offsets map[int32]int64) erro
 		})
 	return err
 }
-
-// Transactional reports whether the forwarders deliver exactly once: a
-// Reader then writes with Produce, into their transaction.
-func (c *ReaderClient) Transactional() bool { return c.txn != nil }
 
 // errNotTransactional is Produce's error at-least-once.
 var errNotTransactional = errors.New("the forwarders' client is not transactional: produce with a client of your own")

@@ -45,10 +45,10 @@ type Scheduler struct {
 	rc       *forwarder.ReaderClient   // the forwarders' client (AsReader)
 	assigned chan struct{}             // closed at the first assignment, for tests
 
-	// stepMu is held from a step's decision to its write's end: a
-	// partition revoked or lost waits for it (onRevoked), so that another
-	// process takes a partition only once nothing decided from it is
-	// being written.
+	// stepMu is held from a step's decision to its write's end. AsReader,
+	// a partition revoked or lost waits for it (onRevoked), so that
+	// another process takes a partition only once nothing decided from it
+	// is being written.
 	stepMu sync.Mutex
 
 	occurrences, late int64 // written, for Stats; guarded by mu
@@ -71,7 +71,9 @@ func New(cfg Config) (*Scheduler, error) {
 // occurrences until ctx ends. It returns nil after a clean stop, in this
 // order: the step in progress ends (its transaction committed or aborted),
 // the client closes, and the process leaves the group, so that its
-// partitions move at once rather than after SessionTimeout.
+// partitions move at once rather than after SessionTimeout. AsReader it
+// reads on the forwarders' client and is in their group (Reader), which
+// the forwarder leaves: Run only writes.
 func (s *Scheduler) Run(ctx context.Context) error {
 	// It writes occurrences too AsReader: they go where their key hashes,
 	// the fences to their own partitions.
