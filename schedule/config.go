@@ -14,8 +14,8 @@ import (
 
 // Defaults of Config.
 const (
-	// DefaultGroup prefixes the consumer group, "<group>.schedules": the
-	// forwarder's default group, so that one setting names a fleet.
+	// DefaultGroup is the forwarder's default group, so that one setting
+	// names a fleet (Config.Group).
 	DefaultGroup = "kdelay"
 
 	// DefaultLookahead writes an occurrence a minute before it is due. It
@@ -55,9 +55,10 @@ type Config struct {
 	// written. Default prefix kdelay.DefaultPrefix, "kdelay".
 	Topics kdelay.Topics
 
-	// Group prefixes the consumer group that shares the schedules topic's
-	// partitions, and so the schedules, among the processes:
-	// "<group>.schedules". Default DefaultGroup, "kdelay".
+	// Group names the consumer group that shares the schedules topic's
+	// partitions, and so the schedules, among the processes: Group itself
+	// AsReader (the forwarders'), "<group>.schedules" on a client of its
+	// own. Default DefaultGroup, "kdelay".
 	Group string
 
 	// ExactlyOnce writes each occurrence and the schedule's progress in one
@@ -178,9 +179,11 @@ func (c Config) validate() error {
 	return errors.Join(errs...)
 }
 
-// group is the consumer group of the schedules topic.
+// group is the consumer group of the schedules topic on a client of its
+// own, and the one an AsReader scheduler waits to be empty (shared.go).
 func (c *Config) group() string { return c.Group + ".schedules" }
 
-// Group is the consumer group that shares the schedules among the
-// processes with the group setting group: "<group>.schedules".
+// Group is the consumer group that shares the schedules among schedulers
+// on clients of their own with the group setting group: "<group>.schedules".
+// kdelay serve's (AsReader) share them in group itself since 2026-11-30.
 func Group(group string) string { return (&Config{Group: group}).group() }
