@@ -52,7 +52,7 @@ func readProc(ctx context.Context, client *http.Client, w watched) (ProcSample, 
 	}
 	errs := []error{err}
 	if w.pid != 0 {
-		n, err := tcpConns(w.pid)
+		n, err := TCPConns(w.pid)
 		p.TCPConns = int64(n)
 		errs = append(errs, err)
 	}
@@ -112,14 +112,15 @@ func promValues(body io.Reader, names ...string) (map[string]float64, error) {
 	return out, nil
 }
 
-// tcpConns counts the established TCP connections of a process: the
+// TCPConns counts the established TCP connections of process pid: the
 // sockets among its open files (/proc/<pid>/fd links "socket:[inode]")
 // whose inode /proc/<pid>/net/tcp or tcp6 lists in state 01, ESTABLISHED.
 // Those files list every socket of the process's network namespace, so
 // the inode is what makes one the process's own; its listening sockets and
 // those closing are left out, so that a leak of connections shows, not
-// the listeners.
-func tcpConns(pid int) (int, error) {
+// the listeners. With ports, only those to one of these remote ports
+// count: a process's connections to its Kafka brokers.
+func TCPConns(pid int, ports ...int) (int, error) {
 	dir := fmt.Sprintf("/proc/%d/fd", pid)
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -138,7 +139,7 @@ func tcpConns(pid int) (int, error) {
 		if err != nil && !errors.Is(err, fs.ErrNotExist) { // no tcp6 without IPv6
 			return -1, err
 		}
-		n += countEstablished(table, sockets)
+		n += countEstablished(table, sockets, ports...)
 	}
 	return n, nil
 }
@@ -147,15 +148,24 @@ func tcpConns(pid int) (int, error) {
 const tcpEstablished = "01"
 
 // countEstablished counts the lines of a /proc/net/tcp table whose socket
-// is in sockets and established: columns "sl local rem st ... inode", the
-// inode tenth.
-func countEstablished(table []byte, sockets map[string]bool) int {
+// is in sockets and established, and with ports whose remote port is one of
+// them: columns "sl local rem st ... inode", rem "<hex address>:<hex port>",
+// the inode tenth.
+func countEstablished(table []byte, sockets map[string]bool, ports ...int) int {
 	n := 0
 	for line := range bytes.Lines(table) {
 		f := strings.Fields(string(line))
-		if len(f) >= 10 && f[3] == tcpEstablished && sockets[f[9]] {
-			n++
+		if len(f) < 10 || f[3] != tcpEstablished || !sockets[f[9]] {
+			continue
 		}
+		if len(ports) > 0 {
+			_, hex, _ := strings.Cut(f[2], ":")
+			port, err := strconv.ParseUint(hex, 16, 16)
+			if err != nil || !slices.Contains(ports, int(port)) {
+				continue
+			}
+		}
+		n++
 	}
 	return n
 }

@@ -266,6 +266,13 @@ func TestCountEstablished(t *testing.T) {
 	if n := countEstablished(nil, ours); n != 0 {
 		t.Errorf("%d established in no table, want 0", n)
 	}
+	ours["2002"] = true // established too, to the same port
+	if n := countEstablished([]byte(table), ours, 0x4A9C); n != 2 {
+		t.Errorf("%d established to port %d, want 2", n, 0x4A9C)
+	}
+	if n := countEstablished([]byte(table), ours, 9092, 0x24D8); n != 0 {
+		t.Errorf("%d established to ports 9092 and %d (a listener's own), want 0", n, 0x24D8)
+	}
 }
 
 // TestLatenessWindow: each window holds what arrived since the one before.

@@ -10,9 +10,11 @@ import (
 // NewPlainClient makes the client a process asks the brokers with outside
 // its consumer group: the forwarder's start (topics, levels to drain), the
 // control topic's reader, leaving at the end, and what serve runs beside
-// the forwarder (Config.Client). A client each held a set of connections
-// each: a process on three brokers held 41 in its first minute, from six
-// clients (docs/BENCHMARKS.md, "One client outside the group").
+// the forwarder (Config.Client): the admin listener, the console, the
+// scheduler's writes outside the forwarders' transaction. A client each
+// held a set of connections each: a process on three brokers held 41 in
+// its first minute, from six clients (docs/BENCHMARKS.md, "One client
+// outside the group").
 //
 // It reads as the control reader needs, read committed and with the
 // transaction markers (command_control.go), once the reader adds the

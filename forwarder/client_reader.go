@@ -99,6 +99,16 @@ func (c *ReaderClient) Reread(offsets map[int32]int64, reset func()) {
 	reset()
 }
 
+// Request sends req to broker on the forwarders' client, for a Reader that
+// reads its topic with requests of its own (the scheduler's read-backs). A
+// broker answers a connection's requests in order, and the client sends
+// every fetch on one connection a broker: a fetch sent here waits behind at
+// most the forwarders' one fetch in flight there, which waits up to
+// Config.FetchMaxWait (100 ms by default), not behind a long poll of seconds.
+func (c *ReaderClient) Request(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
+	return c.cl.Broker(int(broker)).Request(ctx, req)
+}
+
 // Commit commits offsets of the Reader's topic in the group, so that the
 // group's lag shows how far it read: at-least-once at once, exactly-once
 // with the open transaction, which it has end within CommitLinger. (The

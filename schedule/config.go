@@ -119,9 +119,21 @@ type Config struct {
 	// it, as its cleanup.policy=compact says.
 	Compact bool
 
-	// ClientOpts are added to every Kafka client: TLS, SASL, a dialer, a
-	// logger.
+	// ClientOpts are added to every Kafka client the scheduler makes: TLS,
+	// SASL, a dialer, a logger.
 	ClientOpts []kgo.Opt
+
+	// Client, if set, is a client outside any group and any transaction
+	// that Run uses rather than make one of its own: for its admin requests
+	// (the topic, offsets, trims), the fences that end a load, and its
+	// at-least-once writes. Its partitioner must be Partitioner(Topics).
+	// AsReader, kdelay serve gives it the client its forwarders use outside
+	// their group, so that the process holds one set of connections fewer;
+	// the read-backs then go on the forwarders' client. Otherwise they go
+	// on this one, and wait behind any fetch it has in flight: give one
+	// that consumes nothing, or with a short FetchMaxWait. Run does not
+	// close it. Default: Run makes one.
+	Client *kgo.Client
 
 	// Logger receives the scheduler's logs. Default: discard.
 	Logger *slog.Logger
@@ -176,7 +188,26 @@ func (c Config) validate() error {
 	if c.Partitions < 1 {
 		fail("Partitions", "%d; use at least 1", c.Partitions)
 	}
+	if err := c.checkClient(); err != nil {
+		fail("Client", "%v", err)
+	}
 	return errors.Join(errs...)
+}
+
+// checkClient refuses a Client that would write the scheduler's records
+// where it does not read them, or inside a group's or a transaction's
+// rules it does not follow.
+func (c Config) checkClient() error {
+	if c.Client == nil {
+		return nil
+	}
+	if p, ok := c.Client.OptValue(kgo.RecordPartitioner).(partitioner); !ok || p.schedules != c.Topics.Schedules() {
+		return fmt.Errorf("its partitioner would put progress records in the wrong partitions of %s: make it with kgo.RecordPartitioner(schedule.Partitioner(topics))", c.Topics.Schedules())
+	}
+	if c.Client.OptValue(kgo.ConsumerGroup) != "" || c.Client.OptValue(kgo.TransactionalID) != "" {
+		return errors.New("it is in a consumer group or transactional: give a client outside any group and transaction")
+	}
+	return nil
 }
 
 // group is the consumer group of the schedules topic on a client of its

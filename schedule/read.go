@@ -44,10 +44,24 @@ var errMissing = errors.New("no committed record at this offset")
 // leaves after a SIGKILL, hidden_tail_test.go) gives a consumer nothing for
 // ever at those offsets; here it gives errMissing at once.
 type reader struct {
-	cl       *kgo.Client
+	adm      *kadm.Client // asks where a partition is led
+	send     sendFunc     // sends its fetches
 	topic    string
 	maxBytes int32 // a fetch's, of the partition
 	stats    readStats
+}
+
+// sendFunc sends req to broker and returns its answer.
+type sendFunc func(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error)
+
+// sendOn sends on cl: Kafka answers the requests of one connection in
+// order, and a client sends every fetch on one connection to a broker, so
+// a fetch waits behind at most the one cl's consumer has there, up to its
+// FetchMaxWait.
+func sendOn(cl *kgo.Client) sendFunc {
+	return func(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
+		return cl.Broker(int(broker)).Request(ctx, req)
+	}
 }
 
 // readStats count what reads cost: fetches, those of them that did not go
@@ -59,7 +73,7 @@ type readStats struct {
 }
 
 func newReader(cl *kgo.Client, topic string, maxBytes int32) *reader {
-	return &reader{cl: cl, topic: topic, maxBytes: maxBytes}
+	return &reader{adm: kadm.NewClient(cl), send: sendOn(cl), topic: topic, maxBytes: maxBytes}
 }
 
 // read calls fn with the committed record at each of offsets, ascending, of
@@ -130,7 +144,7 @@ type partitionLeader struct {
 // (once per step with occurrences due), and a leader cached from the last
 // would fail this one after a move.
 func (r *reader) leader(ctx context.Context, p int32) (partitionLeader, error) {
-	md, err := kadm.NewClient(r.cl).Metadata(ctx, r.topic)
+	md, err := r.adm.Metadata(ctx, r.topic)
 	if err != nil {
 		return partitionLeader{}, fmt.Errorf("read %s/%d: metadata: %w", r.topic, p, err)
 	}
@@ -172,7 +186,7 @@ func (r *reader) fetch(ctx context.Context, l partitionLeader, p int32, at int64
 	t.Partitions = append(t.Partitions, fp)
 	req.Topics = append(req.Topics, t)
 	r.stats.fetches++
-	resp, err := r.cl.Broker(int(l.broker)).Request(ctx, req)
+	resp, err := r.send(ctx, l.broker, req)
 	if err != nil {
 		return nil, 0, fmt.Errorf("read %s/%d@%d: %w", r.topic, p, at, err)
 	}

@@ -38,7 +38,7 @@ type Scheduler struct {
 	wakeCh   chan struct{}             // wakes the loop's sleep (AsReader)
 	adm      *kadm.Client              // a client outside the group: topics, offsets, leaving
 	fences   *kgo.Client               // adm's client, which writes the load fences (loadEnds)
-	reader   *reader                   // on adm's client: reads back what the slots name (plan.go)
+	reader   *reader                   // reads back what the slots name (plan.go): on adm's client, or AsReader on rc
 	cl       *kgo.Client               // the group client; nil AsReader
 	out      *kgo.Client               // writes at-least-once: cl, or AsReader fences
 	txn      *kgo.GroupTransactSession // nil in at-least-once and AsReader
@@ -75,17 +75,24 @@ func New(cfg Config) (*Scheduler, error) {
 // reads on the forwarders' client and is in their group (Reader), which
 // the forwarder leaves: Run only writes.
 func (s *Scheduler) Run(ctx context.Context) error {
-	// It writes occurrences too AsReader: they go where their key hashes,
-	// the fences to their own partitions.
-	admCl, err := kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.DisableClientMetrics(),
-		kgo.RecordPartitioner(newPartitioner(s.cfg.Topics.Schedules())), kgo.ProducerLinger(0)},
-		forwarder.FailoverOpts(), s.cfg.ClientOpts)...)
-	if err != nil {
-		return err
+	cl := s.cfg.Client
+	if cl == nil {
+		var err error
+		cl, err = kgo.NewClient(slices.Concat([]kgo.Opt{kgo.SeedBrokers(s.cfg.Brokers...), kgo.DisableClientMetrics(),
+			kgo.RecordPartitioner(newPartitioner(s.cfg.Topics.Schedules())), kgo.ProducerLinger(0)},
+			forwarder.FailoverOpts(), s.cfg.ClientOpts)...)
+		if err != nil {
+			return err
+		}
+		defer cl.Close()
 	}
-	defer admCl.Close()
-	s.adm, s.fences = kadm.NewClient(admCl), admCl
-	s.reader = newReader(admCl, s.cfg.Topics.Schedules(), fetchBytes)
+	s.adm, s.fences = kadm.NewClient(cl), cl
+	s.reader = newReader(cl, s.cfg.Topics.Schedules(), fetchBytes)
+	if s.cfg.AsReader {
+		// On the forwarders' client: on serve's Client a fetch would wait
+		// behind the control reader's long poll (ReaderClient.Request).
+		s.reader.send = s.sendShared
+	}
 	n, err := ensureTopicRetrying(ctx, s.adm, &s.cfg)
 	if ctx.Err() != nil {
 		return nil // stopped before it began
@@ -97,7 +104,7 @@ func (s *Scheduler) Run(ctx context.Context) error {
 	s.st.place = placeKey(s.cfg.Topics.Schedules(), n)
 	s.mu.Unlock()
 	if s.cfg.AsReader {
-		s.out = admCl
+		s.out = cl
 		err = s.runShared(ctx)
 		if ctx.Err() != nil {
 			return nil

@@ -11,6 +11,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay/forwarder"
 )
@@ -28,9 +29,11 @@ import (
 //     from it is being written, is a lock (stepMu) that a step holds while
 //     it decides and writes, and that Revoked and Lost wait for; before,
 //     BlockRebalanceOnPoll kept the group's callbacks to its own polls.
-//   - At-least-once it writes with its loading client, exactly-once into
-//     the forwarders' transaction (ReaderClient.Produce), with the offset
-//     commit that carries the group's generation, as its own transaction did.
+//   - At-least-once it writes with its client outside the group
+//     (Config.Client, or one Run makes), exactly-once into the forwarders'
+//     transaction (ReaderClient.Produce), with the offset commit that
+//     carries the group's generation, as its own transaction did. Its
+//     read-backs go on the forwarders' client too (ReaderClient.Request).
 //   - It leaves no group: the forwarders leave theirs.
 //   - Before its first step it waits until "<group>.schedules" has no
 //     members: a process of an earlier version, whose scheduler is in that
@@ -223,6 +226,17 @@ func (s *Scheduler) writeShared(ctx context.Context, b batch, ends map[int32]int
 	}
 	s.reload(s.ownedNow())
 	return false
+}
+
+// sendShared sends a read-back's request on the forwarders' client.
+func (s *Scheduler) sendShared(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
+	s.mu.Lock()
+	rc := s.rc
+	s.mu.Unlock()
+	if rc == nil {
+		return nil, errNoClient
+	}
+	return rc.Request(ctx, broker, req)
 }
 
 // errNoClient says the forwarders have not started their client yet.

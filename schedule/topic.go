@@ -13,6 +13,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
 )
 
 // ensureTopic creates the schedules topic if it is missing, refuses one that
@@ -152,25 +154,45 @@ func shortLag(v string) bool {
 	return err == nil && lag < want
 }
 
-// partitioner puts the progress of a schedule in the partition of the
-// schedule (Record.Partition), and every other record where Kafka's default
-// partitioner (murmur2 of the key) puts it, so that a cancel lands where
-// `kdelay cancel` would write it.
+// Partitioner is the partitioner of a client that writes the scheduler's
+// records (Config.Client): the scheduler's own records in the schedules
+// topic, progress and load fences, whose keys start with NUL, go to their
+// Record.Partition, the partition of the schedule they are about; every
+// other record goes where Kafka's default partitioner (murmur2 of the key)
+// puts it: an occurrence or a cancel where `kdelay send` or `kdelay cancel`
+// would write it, a schedule where kdelay looks for it.
+func Partitioner(topics kdelay.Topics) kgo.Partitioner { return newPartitioner(topics.Schedules()) }
+
 type partitioner struct {
 	schedules string
-	manual    kgo.Partitioner
 	byKey     kgo.Partitioner
 }
 
 func newPartitioner(schedules string) partitioner {
-	return partitioner{schedules: schedules, manual: kgo.ManualPartitioner(), byKey: kgo.StickyKeyPartitioner(nil)}
+	return partitioner{schedules: schedules, byKey: kgo.StickyKeyPartitioner(nil)}
 }
 
 func (p partitioner) ForTopic(topic string) kgo.TopicPartitioner {
 	if topic == p.schedules {
-		return p.manual.ForTopic(topic)
+		return ownPartition{manual: kgo.ManualPartitioner().ForTopic(topic), byKey: p.byKey.ForTopic(topic)}
 	}
 	return p.byKey.ForTopic(topic)
+}
+
+// ownPartition partitions the schedules topic (partitioner).
+type ownPartition struct{ manual, byKey kgo.TopicPartitioner }
+
+func (o ownPartition) RequiresConsistency(r *kgo.Record) bool {
+	return o.pick(r).RequiresConsistency(r)
+}
+
+func (o ownPartition) Partition(r *kgo.Record, n int) int { return o.pick(r).Partition(r, n) }
+
+func (o ownPartition) pick(r *kgo.Record) kgo.TopicPartitioner {
+	if len(r.Key) > 0 && r.Key[0] == 0 {
+		return o.manual
+	}
+	return o.byKey
 }
 
 // placeKey returns where Kafka's default partitioner puts a key in topic's n

@@ -91,6 +91,7 @@ type e2e struct {
 	target  string
 	levels  []string // serve's --levels
 	env     []string // more variables for serve, NAME=value
+	started func(pid int) // if set, called once serve has started, before it is ready
 }
 
 func setup(t *testing.T) *e2e {
@@ -153,6 +154,9 @@ func (e *e2e) serve() *process {
 	s.cmd.Env = append(s.cmd.Env, e.env...)
 	if err := s.cmd.Start(); err != nil {
 		t.Fatalf("start kdelay serve: %v", err)
+	}
+	if e.started != nil {
+		e.started(s.cmd.Process.Pid)
 	}
 	go func() { s.err = s.cmd.Wait(); close(s.exited) }()
 	t.Cleanup(func() {

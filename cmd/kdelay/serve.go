@@ -24,6 +24,7 @@ import (
 	"github.com/kdelay/kdelay/config"
 	"github.com/kdelay/kdelay/console"
 	"github.com/kdelay/kdelay/forwarder"
+	"github.com/kdelay/kdelay/schedule"
 )
 
 func newServe() *cobra.Command {
@@ -137,11 +138,15 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 	// span has ended.
 	defer flush()
 	// One client outside any group for the forwarder's start, the control
-	// topic, the admin listener and the console: a client each held a set
-	// of connections each. Not the scheduler's loading client, whose
-	// fetches would wait behind the control topic's long polls; the
-	// scheduler reads the schedules topic on the forwarders' client.
-	plain, err := forwarder.NewPlainClient(fcfg)
+	// topic, the admin listener, the console and the scheduler's writes
+	// outside the forwarders' transaction: a client each held a set of
+	// connections each. The scheduler's reads go on the forwarders' client,
+	// where they do not wait behind the control topic's long polls.
+	plain, err := forwarder.NewPlainClient(fcfg,
+		// The scheduler's progress and fences go to their own partitions.
+		kgo.RecordPartitioner(schedule.Partitioner(kdelay.Topics{Prefix: s.cfg.TopicPrefix})),
+		// A command or a step waits for its write: lingering only delays it.
+		kgo.ProducerLinger(0))
 	if err != nil {
 		return err
 	}
@@ -152,7 +157,7 @@ func (s server) forward(ctx context.Context, brokers []string) error {
 		metrics = admin.NewMetrics()
 		fcfg.Observer = metrics
 	}
-	sched, err := s.scheduler(brokers)
+	sched, err := s.scheduler(brokers, plain)
 	if err != nil {
 		return usageError{err}
 	}

@@ -13,9 +13,13 @@ import (
 
 // scheduler is the Scheduler serve runs beside the forwarder: it writes the
 // occurrences of recurring schedules into the ingress, in the same delivery
-// (at-least-once or exactly-once) and group as the forwarder.
-func (s server) scheduler(brokers []string) (*schedule.Scheduler, error) {
-	return schedule.New(s.schedulerConfig(brokers))
+// (at-least-once or exactly-once) and group as the forwarder. plain is
+// the client the process uses outside its group (forward): the scheduler's
+// admin requests, load fences and at-least-once writes go on it.
+func (s server) scheduler(brokers []string, plain *kgo.Client) (*schedule.Scheduler, error) {
+	cfg := s.schedulerConfig(brokers)
+	cfg.Client = plain
+	return schedule.New(cfg)
 }
 
 // schedulerConfig is the scheduler's configuration from serve's.
