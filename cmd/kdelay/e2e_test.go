@@ -89,8 +89,8 @@ type e2e struct {
 	prefix  string             // of kdelay's topics
 	group   string
 	target  string
-	levels  []string // serve's --levels
-	env     []string // more variables for serve, NAME=value
+	levels  []string      // serve's --levels
+	env     []string      // more variables for serve, NAME=value
 	started func(pid int) // if set, called once serve has started, before it is ready
 }
 
