@@ -40,7 +40,7 @@ type Scheduler struct {
 	fences   *kgo.Client               // adm's client, which writes the load fences (loadEnds)
 	reader   *reader                   // reads back what the slots name (plan.go): on adm's client, or AsReader on rc
 	cl       *kgo.Client               // the group client; nil AsReader
-	out      *kgo.Client               // writes at-least-once: cl, or AsReader fences
+	out      *kgo.Client               // writes at-least-once: cl, or AsReader adm's client
 	txn      *kgo.GroupTransactSession // nil in at-least-once and AsReader
 	rc       *forwarder.ReaderClient   // the forwarders' client (AsReader)
 	assigned chan struct{}             // closed at the first assignment, for tests
