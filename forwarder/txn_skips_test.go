@@ -137,18 +137,7 @@ func TestExactlyOnceRewindsPastAHeldRecord(t *testing.T) {
 			return nil, nil, false
 		}
 		failed.Store(true)
-		resp := commit.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range commit.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.RefuseTxnOffsetCommit(commit, kerr.UnknownServerError.Code), nil, true
 	})
 	send("third", 0)
 	waitFor(t, 20*time.Second, "a transaction to abort", func() bool { return f.Stats().Aborted > 0 })

@@ -162,6 +162,13 @@ func runScheduler(t *testing.T, cfg Config) *Scheduler {
 	if err != nil {
 		t.Fatalf("New: %v", err)
 	}
+	runUntilEnd(t, s)
+	return s
+}
+
+// runUntilEnd runs s, outside a bubble, until the test ends; Run returning
+// an error fails the test.
+func runUntilEnd(t *testing.T, s *Scheduler) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -171,5 +178,4 @@ func runScheduler(t *testing.T, cfg Config) *Scheduler {
 			t.Errorf("Run: %v", err)
 		}
 	})
-	return s
 }

@@ -56,18 +56,7 @@ func TestExactlyOnceAbortWritesAgain(t *testing.T) {
 			return nil, nil, false
 		}
 		failed.Add(1)
-		resp := commit.ResponseKind().(*kmsg.TxnOffsetCommitResponse)
-		for _, rt := range commit.Topics {
-			st := kmsg.NewTxnOffsetCommitResponseTopic()
-			st.Topic = rt.Topic
-			for _, rp := range rt.Partitions {
-				sp := kmsg.NewTxnOffsetCommitResponseTopicPartition()
-				sp.Partition, sp.ErrorCode = rp.Partition, kerr.UnknownServerError.Code
-				st.Partitions = append(st.Partitions, sp)
-			}
-			resp.Topics = append(resp.Topics, st)
-		}
-		return resp, nil, true
+		return kafkatest.RefuseTxnOffsetCommit(commit, kerr.UnknownServerError.Code), nil, true
 	})
 
 	cfg := Config{Brokers: cluster.Brokers, Topics: topics, Group: name, InstanceID: "p", ExactlyOnce: true, AsReader: true,
@@ -89,15 +78,7 @@ func TestExactlyOnceAbortWritesAgain(t *testing.T) {
 		id := [16]byte(td.ID)
 		schedulesID.Store(&id)
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- s.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Run: %v", err)
-		}
-	})
+	runUntilEnd(t, s)
 	arrivals := kafkatest.Collect(t, cluster.Brokers, target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 
 	// Its start (the record's time) 2 s ahead, so that the scheduler has
