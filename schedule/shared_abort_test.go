@@ -24,10 +24,10 @@ import (
 // transactions aborts (the broker refuses its offset commit), none of its
 // occurrences count: the scheduler loads its partitions again and writes
 // them in a later transaction. A read_committed consumer of the target then
-// sees every occurrence of a schedule that fires each second once, from its
-// first on, with no second missing. Outside a bubble: a forwarder's exactly-once commits
-// stall in one (setup_test.go). kfake only: the broker's refusal is
-// injected.
+// sees every occurrence of a schedule that fires each second once, from
+// its first on, with no second missing. Outside a bubble: a forwarder's
+// exactly-once commits stall in one (setup_test.go). kfake only: the
+// broker's refusal is injected.
 func TestExactlyOnceAbortWritesAgain(t *testing.T) {
 	t.Parallel()
 	cluster := kafkatest.New(t)

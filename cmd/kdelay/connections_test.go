@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -37,7 +38,16 @@ func TestServeConnectionsPerBroker(t *testing.T) {
 	var peak atomic.Int64
 	sampled := make(chan struct{})
 	stop := make(chan struct{})
+	var sampling atomic.Bool
+	stopSampling := sync.OnceFunc(func() {
+		close(stop)
+		if sampling.Load() {
+			<-sampled
+		}
+	})
+	t.Cleanup(stopSampling) // also when the test fails before it is done
 	e.started = func(pid int) {
+		sampling.Store(true)
 		go func() {
 			defer close(sampled)
 			tick := time.NewTicker(20 * time.Millisecond)
@@ -60,8 +70,7 @@ func TestServeConnectionsPerBroker(t *testing.T) {
 	if got := target.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(got) > 0 }); len(got) == 0 {
 		t.Fatal("no occurrence of the schedule delivered within 30s")
 	}
-	close(stop)
-	<-sampled
+	stopSampling()
 	if limit := 2 * 5 * len(ports); peak.Load() > int64(limit) {
 		t.Errorf("serve held %d connections to %d broker(s) at its peak, want at most %d (two clients, 5 a broker each)", peak.Load(), len(ports), limit)
 	}
