@@ -273,7 +273,14 @@ func (r *schedulesRun) close(rep *SchedulesReport) error {
 	if r.stopWatch != nil {
 		r.stopWatch()
 		p := r.watch.figures(s.serveUsage)
+		// The peak is the highest of every read, the report's own
+		// included: the kernel's high-water mark (VmHWM) is updated
+		// lazily from per-CPU counters, and a later one was seen a few
+		// pages below an earlier VmRSS (CI, 2026-11-30: 28 KiB).
 		rep.PeakRSS, rep.Shared = p.PeakRSS, s.serveUsage.Shared
+		if p.PeakRSS > 0 {
+			rep.PeakRSS = max(p.PeakRSS, rep.RSSEmpty, rep.RSSLoaded)
+		}
 	}
 	if r.occ != nil {
 		rep.Occurrences, rep.Warm, rep.Floor = r.occ.summary(), r.warm.summary(), s.floor.summary()
