@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"log/slog"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -31,15 +32,45 @@ func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker, 
 	return &pollLoop{cl: cl, log: log, workers: workers, readers: readers, unknown: map[string]bool{}}
 }
 
-// run polls until ctx ends or the group fences this member.
+// run polls until ctx ends or the group fences this member, pollPace
+// apart at least.
 func (l *pollLoop) run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	var last time.Time
 	for ctx.Err() == nil {
+		if wait := pollPace - time.Since(last); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return nil
+			case <-timer.C:
+			}
+		}
 		if err := l.pollOnce(ctx); err != nil {
 			return err
 		}
+		last = time.Now()
 	}
 	return nil
 }
+
+// pollPace is the least time from one poll's return to the next poll. The
+// client sends a broker its next fetch only once the last one was polled,
+// so this bounds fetches too: 500 a second a broker at most. Without it, a
+// steady stream of records had the client fetch again the moment anything
+// arrived: at 1,000 records/s, 900 fetches a second, each built over every
+// partition kdelay reads (114 with the default levels) and bringing one or
+// two records, and serve spent 38% of a core; 28% with this, and 58% →
+// 39% at 5,000/s, with lateness as close to the machine's floor
+// (docs/BENCHMARKS.md, "Fetches at a steady rate"). What it costs is a
+// record that is due less than pollPace after it is written, and arrives
+// within pollPace of a poll: it is that much late at most. A level's
+// records are fetched ahead of their time (resumeLead), a remainder waits
+// in memory, and a record after a quiet spell finds the loop waiting in a
+// poll already.
+const pollPace = 2 * time.Millisecond
 
 // pollOnce waits for a fetch, hands it on and allows a rebalance, within
 // the client's gate (poll_gate.go): a transaction's End or Begin waits until
