@@ -122,7 +122,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		}
 		f.adopt(w, prev)
 	}
-	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers)
+	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers, pollBurst(s.cl))
 	for _, r := range f.cfg.Readers {
 		c := newReaderClient(r.Topic(), s.cl, gate, s.txn)
 		if s.txn != nil {

@@ -26,20 +26,22 @@ type pollLoop struct {
 	workers map[string]*worker // by source topic, fixed for the client's life
 	readers map[string]Reader  // by topic, fixed for the client's life
 	unknown map[string]bool    // topics fetched with no worker, logged once
+	burst   int64              // bytes of records a poll brings for the next not to wait (pollBurst)
+	brought int64              // bytes of records the last poll brought
 }
 
-func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker, readers map[string]Reader) *pollLoop {
-	return &pollLoop{cl: cl, log: log, workers: workers, readers: readers, unknown: map[string]bool{}}
+func newPollLoop(cl *stageClient, log *slog.Logger, workers map[string]*worker, readers map[string]Reader, burst int64) *pollLoop {
+	return &pollLoop{cl: cl, log: log, workers: workers, readers: readers, unknown: map[string]bool{}, burst: burst}
 }
 
-// run polls until ctx ends or the group fences this member, pollPace
-// apart at least.
+// run polls until ctx ends or the group fences this member. A poll that
+// brought less than burst waits until pollPace after the last one.
 func (l *pollLoop) run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
 	var last time.Time
 	for ctx.Err() == nil {
-		if wait := pollPace - time.Since(last); wait > 0 {
+		if wait := pollPace - time.Since(last); wait > 0 && l.brought < l.burst {
 			timer.Reset(wait)
 			select {
 			case <-ctx.Done():
@@ -56,21 +58,32 @@ func (l *pollLoop) run(ctx context.Context) error {
 	return nil
 }
 
-// pollPace is the least time from one poll's return to the next poll. The
-// client sends a broker its next fetch only once the last one was polled,
-// so this bounds fetches too: 500 a second a broker at most. Without it, a
-// steady stream of records had the client fetch again the moment anything
-// arrived: at 1,000 records/s, 900 fetches a second, each built over every
-// partition kdelay reads (114 with the default levels) and bringing one or
-// two records. With it, serve spends 39% of a core rather than 58% at
-// 5,000/s on the embedded broker, 44% rather than 60% at 10,000/s, with
-// lateness as close to the machine's floor (docs/BENCHMARKS.md, "Fetches
-// at a steady rate"). What it costs is a record that is due less than
-// pollPace after it is written, and arrives within pollPace of a poll: it
-// is that much late at most. A level's records are fetched ahead of their
-// time (resumeLead), a remainder waits in memory, and a record after a
-// quiet spell finds the loop waiting in a poll already.
+// pollPace is the least time from one poll's return to the next poll, after
+// a poll that brought little. The client sends a broker its next fetch only
+// once the last one was polled, so this bounds fetches too: 500 a second a
+// broker at most. Without it, a steady stream of records had the client
+// fetch again the moment anything arrived: at 1,000 records/s, 900 fetches
+// a second, each built over every partition kdelay reads (114 with the
+// default levels) and bringing one or two records. With it, serve spends
+// 39% of a core rather than 58% at 5,000/s on the embedded broker, 44%
+// rather than 60% at 10,000/s, with lateness as close to the machine's
+// floor (docs/BENCHMARKS.md, "Fetches at a steady rate"). What it costs is
+// a record that is due less than pollPace after it is written, and arrives
+// within pollPace of a poll: it is that much late at most. A level's
+// records are fetched ahead of their time (resumeLead), a remainder waits
+// in memory, and a record after a quiet spell finds the loop waiting in a
+// poll already. A poll that brought a quarter of what a fetch may bring
+// (pollBurst) is a burst, and the next poll goes at once: there the pace
+// would only slow the burst, most where fetches are small (a small
+// max-buffered-bytes).
 const pollPace = 2 * time.Millisecond
+
+// pollBurst is what a poll of cl must bring for the next one not to wait: a
+// quarter of what its fetch from a broker may bring.
+func pollBurst(cl *kgo.Client) int64 {
+	n, _ := cl.OptValue(kgo.FetchMaxBytes).(int32)
+	return int64(n) / 4
+}
 
 // pollOnce waits for a fetch, hands it on and allows a rebalance, within
 // the client's gate (poll_gate.go): a transaction's End or Begin waits until
@@ -109,9 +122,13 @@ func (l *pollLoop) pollOnce(ctx context.Context) error {
 // reader those of its topic.
 func (l *pollLoop) hand(fetches kgo.Fetches) {
 	byTopic := map[string][]kgo.FetchTopicPartition{}
+	l.brought = 0
 	fetches.EachPartition(func(fp kgo.FetchTopicPartition) {
 		if len(fp.Records) > 0 {
 			byTopic[fp.Topic] = append(byTopic[fp.Topic], fp)
+		}
+		for _, r := range fp.Records {
+			l.brought += recordSize(r) - recordOverhead
 		}
 	})
 	for topic, fps := range byTopic {

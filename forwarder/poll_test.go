@@ -43,7 +43,7 @@ func pollSetup(t *testing.T) (*worker, *pollLoop) {
 		t.Fatal(err)
 	}
 	t.Cleanup(w.cl.kafka.Close)
-	return w, newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}, nil)
+	return w, newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}, nil, pollBurst(w.cl.kafka))
 }
 
 // TestPollReleasesItsContext checks that a poll leaves nothing registered

@@ -231,7 +231,9 @@ func (w *worker) run(ctx context.Context) error {
 		return w.loop(ctx) // the Forwarder polls the shared client
 	}
 	g, gctx := errgroup.WithContext(ctx)
-	g.Go(func() error { return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}, nil).run(gctx) })
+	g.Go(func() error {
+		return newPollLoop(w.cl, w.log, map[string]*worker{w.source: w}, nil, pollBurst(w.cl.kafka)).run(gctx)
+	})
 	g.Go(func() error { return w.loop(gctx) })
 	return g.Wait()
 }
