@@ -127,7 +127,12 @@ func (l *pollLoop) hand(fetches kgo.Fetches) {
 		if len(fp.Records) > 0 {
 			byTopic[fp.Topic] = append(byTopic[fp.Topic], fp)
 		}
+		// Counted only up to burst: past it, the next poll goes at once
+		// whatever else this one brought.
 		for _, r := range fp.Records {
+			if l.brought >= l.burst {
+				break
+			}
 			l.brought += recordSize(r) - recordOverhead
 		}
 	})
