@@ -28,9 +28,15 @@ type stageClient struct {
 
 	// flying counts the stage's records produced and not yet answered;
 	// landed is closed when it falls to 0 while flush waits (see flush).
-	mu     sync.Mutex
-	flying int
-	landed chan struct{}
+	// era splits them by when they were produced (see newEra): eraFlying
+	// counts them by era, eraLanded is closed when an era's count falls to
+	// 0 while newEra's caller waits.
+	mu        sync.Mutex
+	flying    int
+	landed    chan struct{}
+	era       int
+	eraFlying [2]int
+	eraLanded [2]chan struct{}
 }
 
 func newStageClient(kafka *kgo.Client, source string, gate *pollGate, own bool) *stageClient {
@@ -62,6 +68,8 @@ func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
 func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 	c.mu.Lock()
 	c.flying++
+	era := c.era
+	c.eraFlying[era]++
 	c.mu.Unlock()
 	c.kafka.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
 		promise(r, err)
@@ -71,7 +79,32 @@ func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
 			close(c.landed)
 			c.landed = nil
 		}
+		if c.eraFlying[era]--; c.eraFlying[era] == 0 && c.eraLanded[era] != nil {
+			close(c.eraLanded[era])
+			c.eraLanded[era] = nil
+		}
 	})
+}
+
+// newEra starts a new era of the stage's produces and returns a channel
+// closed once every record produced before it has its outcome, nil if none
+// is in flight: the stage goes on producing meanwhile, and what it produces
+// is not waited for. Called by one goroutine at a time (the transaction
+// loop), between flushes of everything: eras alternate between two counts,
+// so a record left in flight by a flush that gave up is waited for one era
+// later, which only makes the wait longer.
+func (c *stageClient) newEra() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	era := c.era
+	c.era = 1 - era
+	if c.eraFlying[era] == 0 {
+		return nil
+	}
+	if c.eraLanded[era] == nil {
+		c.eraLanded[era] = make(chan struct{})
+	}
+	return c.eraLanded[era]
 }
 
 // flush waits until every record the stage produced so far has its outcome,
