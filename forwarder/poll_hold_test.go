@@ -8,7 +8,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
 )
@@ -37,16 +36,9 @@ func TestHoldEndsWhileATargetStalls(t *testing.T) {
 	stalledAsked := make(chan struct{})
 	var askedOnce sync.Once
 	fake := fx.cluster.Fake
-	id := fake.TopicInfo(stalled).TopicID // Produce names a topic by its id since version 13
-	fake.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
-			if tp.Topic == stalled || tp.TopicID == id {
-				askedOnce.Do(func() { close(stalledAsked) })
-				fake.SleepControl(func() { <-release })
-			}
-		}
-		return nil, nil, false
+	onProduce(fake, []string{stalled}, func(string) {
+		askedOnce.Do(func() { close(stalledAsked) })
+		fake.SleepControl(func() { <-release })
 	})
 
 	const (
@@ -59,15 +51,9 @@ func TestHoldEndsWhileATargetStalls(t *testing.T) {
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
 	arrived := fx.cluster.Collect(other)
 	f, _ := fx.start(cfg)
-	for topic, place := range map[string]struct{ partitions, node int32 }{
+	placeLeaders(t, fake, map[string]placement{
 		stalled: {3, 1}, other: {1, 0}, ingress: {cfg.Partitions, 0}, cfg.Topics.Level("1s"): {cfg.Partitions, 0},
-	} {
-		for p := range place.partitions {
-			if err := fake.MoveTopicPartition(topic, p, place.node); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	t.Cleanup(unblock) // before the forwarder stops: cleanups run last first
 	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader { return kgo.RecordHeader{Key: kdelay.HeaderDelay, Value: []byte("0")} })
 	select {

@@ -7,7 +7,6 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
-	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
@@ -38,20 +37,13 @@ func TestExactlyOnceProducesWhileTheEndWaits(t *testing.T) {
 	slowAsked, fastAsked := make(chan struct{}), make(chan struct{})
 	var slowOnce, fastOnce sync.Once
 	fake := fx.cluster.Fake
-	// Produce names a topic by its id since version 13.
-	slowID, fastID := fake.TopicInfo(slow).TopicID, fake.TopicInfo(fast).TopicID
-	fake.ControlKey(int16(kmsg.Produce), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		for _, tp := range req.(*kmsg.ProduceRequest).Topics {
-			switch {
-			case tp.Topic == slow || tp.TopicID == slowID:
-				slowOnce.Do(func() { close(slowAsked) })
-				fake.SleepControl(func() { <-release })
-			case tp.Topic == fast || tp.TopicID == fastID:
-				fastOnce.Do(func() { close(fastAsked) })
-			}
+	onProduce(fake, []string{slow, fast}, func(topic string) {
+		if topic == fast {
+			fastOnce.Do(func() { close(fastAsked) })
+			return
 		}
-		return nil, nil, false // then the broker answers it as usual
+		slowOnce.Do(func() { close(slowAsked) })
+		fake.SleepControl(func() { <-release })
 	})
 
 	cfg := fx.cfg
@@ -69,15 +61,9 @@ func TestExactlyOnceProducesWhileTheEndWaits(t *testing.T) {
 	fx.start(cfg)
 	// The slow target leads on its own broker: on one broker its held
 	// produce would hold every produce request behind it.
-	for topic, place := range map[string]struct{ partitions, node int32 }{
+	placeLeaders(t, fake, map[string]placement{
 		slow: {3, 1}, fast: {1, 0}, ingress: {cfg.Partitions, 0}, cfg.Topics.Level("1s"): {cfg.Partitions, 0},
-	} {
-		for p := range place.partitions {
-			if err := fake.MoveTopicPartition(topic, p, place.node); err != nil {
-				t.Fatal(err)
-			}
-		}
-	}
+	})
 	t.Cleanup(unblock) // before the forwarder stops: cleanups run last first
 
 	fx.send("slow", kdelay.HeaderTarget, slow, kdelay.HeaderDelay, "0", kdelay.HeaderID, "slow")
