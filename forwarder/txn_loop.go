@@ -132,8 +132,8 @@ func (t *txnLoop) end(run context.Context) error {
 // one, as the partition's leader first adds it to the transaction at the
 // coordinator (KIP-890), a write of its own. On the 3-node cluster a
 // transactional produce took 50 ms at the median against 8-14 ms without a
-// transaction, and settle held every stage back for 84-98 ms at the
-// median, 40-42 ms after; on one broker 12-16 ms, 0 after
+// transaction, and settle held every stage back for 64-154 ms at the
+// median, 13-42 ms after; on one broker 1-16 ms, 0 after
 // (docs/BENCHMARKS.md, "The end of a transaction").
 func (t *txnLoop) landEarlier(ctx context.Context) {
 	landed := make([]<-chan struct{}, 0, len(t.workers))
