@@ -68,7 +68,7 @@ func keys() []key {
 		{"delivery", kindString, string(forwarder.DefaultDelivery),
 			"at-least-once (a crash may repeat a commit-interval of records), or exactly-once (each record once to read_committed consumers, visible when its transaction commits, commit-linger after its first record)"},
 		{"commit-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCommitInterval), "how often forwarded offsets are committed; a crash repeats at most this much work"},
-		{"commit-linger", kindDuration, kdelay.DurationText(forwarder.DefaultCommitLinger), "exactly-once: how long a transaction stays open after its first record, what it adds to a delivery's lateness; at most commit-interval"},
+		{"commit-linger", kindDuration, kdelay.DurationText(forwarder.DefaultCommitLinger), "exactly-once: how long after its first record a transaction begins to commit, what it adds to a delivery's lateness; at most commit-interval"},
 		{"schedule-lookahead", kindDuration, kdelay.DurationText(schedule.DefaultLookahead), "how long before its time an occurrence of a recurring schedule is written into the ingress: a restart or a partition moving within it delays no occurrence; a replace or delete cancels those written and not yet due; at most max-delay"},
 		{"stuck-after", kindDuration, kdelay.DurationText(forwarder.DefaultStuckAfter), "how long a level may hold a record past its due time while handing none on before /readyz answers 503 and kdelay_stuck says why; a backlog that moves is late, not stuck"},
 		{"session-timeout", kindDuration, kdelay.DurationText(forwarder.DefaultSessionTimeout), "how long the group waits for a kdelay that stopped answering before giving its partitions to the others"},

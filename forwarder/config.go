@@ -244,9 +244,11 @@ type Config struct {
 	// re-delivers at most this much work. Default DefaultCommitInterval, 1s.
 	CommitInterval time.Duration
 
-	// CommitLinger is, in exactly-once delivery, how long a transaction stays
-	// open after its first record, to take the records that follow it. A
-	// read_committed consumer sees a record when its transaction commits, so
+	// CommitLinger is, in exactly-once delivery, how long after its first
+	// record a transaction begins to end, taking the records that follow
+	// it; records still join it until what it held by then is acknowledged
+	// (txnLoop.landEarlier). A read_committed consumer sees a record when
+	// its transaction commits, so
 	// this and the commit are what exactly-once adds to a delivery's
 	// lateness; a shorter linger ends more transactions, each a few requests
 	// to the transaction coordinator. A transaction ends CommitInterval after
