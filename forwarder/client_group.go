@@ -2,8 +2,10 @@ package forwarder
 
 import (
 	"context"
+	"maps"
 	"slices"
 	"sync"
+	"sync/atomic"
 
 	"github.com/twmb/franz-go/pkg/kgo"
 )
@@ -20,7 +22,10 @@ import (
 // bounds a rebalance rather than their sum: a revoke waits for the produces
 // that hand its held records back (rebalance_handback.go), and a lost session commits
 // for up to groupRetry.
-func stageCallbacks(workers map[string]*worker, readers map[string]Reader) []kgo.Opt {
+//
+// taken counts the callbacks that took partitions away: a revoke of some,
+// or a lost session (txnLoop.endWithin reads it).
+func stageCallbacks(workers map[string]*worker, readers map[string]Reader, taken *atomic.Uint64) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
 			eachStage(workers, readers, got, func(w *worker, ids []int32) { w.onAssigned(ids) }, Reader.Assigned)
@@ -28,10 +33,16 @@ func stageCallbacks(workers map[string]*worker, readers map[string]Reader) []kgo
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
 			eachStage(workers, readers, revoked, func(w *worker, ids []int32) { w.onRevoked(ctx, ids) },
 				func(r Reader, ids []int32) { r.Revoked(ctx, ids) })
+			// A cooperative rebalance calls it with none at every end of a
+			// session, which fails no transaction.
+			if slices.ContainsFunc(slices.Collect(maps.Values(revoked)), func(ids []int32) bool { return len(ids) > 0 }) {
+				taken.Add(1)
+			}
 		}),
 		kgo.OnPartitionsLost(func(ctx context.Context, _ *kgo.Client, lost map[string][]int32) {
 			eachStage(workers, readers, lost, func(w *worker, ids []int32) { w.onLost(ctx, ids) },
 				func(r Reader, ids []int32) { r.Lost(ctx, ids) })
+			taken.Add(1)
 		}),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
 			for topic, w := range workers {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
@@ -88,7 +89,8 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	for topic := range readers {
 		topics = append(topics, topic)
 	}
-	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers)...)
+	taken := new(atomic.Uint64)
+	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken)...)
 	opts = append(opts, f.cfg.ClientOpts...)
 	opts = append(opts, sharedClientOpts(f.cfg.Observer)...)
 	gate, hold := &pollGate{}, newPollHold(holdMax(&f.cfg))
@@ -103,7 +105,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		if err != nil {
 			return nil, fmt.Errorf("start the forwarders' client: %w", err)
 		}
-		s.cl, s.txn = sess.Client(), newTxnLoop(&f.cfg, sess, gate, s.workers)
+		s.cl, s.txn = sess.Client(), newTxnLoop(&f.cfg, sess, gate, s.workers, taken)
 	} else {
 		cl, err := kgo.NewClient(opts...)
 		if err != nil {
