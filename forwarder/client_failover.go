@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"math"
 	"math/rand/v2"
 	"time"
 
@@ -29,8 +30,14 @@ import (
 // its offsets, and the heartbeat loop takes it only between its own tries:
 // with the group's coordinator dead, the commit after the failover waited
 // out the heartbeat's backoff (traced: 2.6 s).
+//
+// A request tries until its retry timeout (franz-go's, or
+// GroupRetryTimeout's for the group's requests), not until franz-go's 20
+// tries: at the shorter backoff those ran out after about 17 s, and a
+// member whose coordinator was away longer gave its session up and joined
+// again as a new one (TestHeartbeatTriesForTheGroupRetryTimeout).
 func FailoverOpts() []kgo.Opt {
-	return []kgo.Opt{kgo.MetadataMinAge(metadataMinAge), kgo.RetryBackoffFn(retryBackoff)}
+	return []kgo.Opt{kgo.MetadataMinAge(metadataMinAge), kgo.RetryBackoffFn(retryBackoff), kgo.RequestRetries(math.MaxInt32)}
 }
 
 // metadataMinAge is how soon a client may reload metadata after its last
