@@ -23,8 +23,8 @@ func TestExactlyOnceAbortAfterARevokeIsKnown(t *testing.T) {
 	cfg.Delivery = ExactlyOnce
 	cfg.InstanceID = kafkatest.Name(t)
 	// Long enough for the group to rebalance while the transaction is
-	// open.
-	cfg.CommitLinger, cfg.CommitInterval = 5*time.Second, 5*time.Second
+	// open, on a loaded machine too: a rebalance takes well under 1s.
+	cfg.CommitLinger, cfg.CommitInterval = 10*time.Second, 10*time.Second
 	log, book := captureLogs(t)
 	cfg.Logger = log
 	ingress := cfg.Topics.Ingress()
