@@ -245,15 +245,15 @@ type Config struct {
 	CommitInterval time.Duration
 
 	// CommitLinger is, in exactly-once delivery, how long after its first
-	// record a transaction begins to end, taking the records that follow
+	// record a transaction begins to commit, taking the records that follow
 	// it; records still join it until what it held by then is acknowledged
 	// (txnLoop.landEarlier). A read_committed consumer sees a record when
-	// its transaction commits, so
-	// this and the commit are what exactly-once adds to a delivery's
-	// lateness; a shorter linger ends more transactions, each a few requests
-	// to the transaction coordinator. A transaction ends CommitInterval after
-	// the last one if that is sooner. At-least-once commits every
-	// CommitInterval and ignores it. Default DefaultCommitLinger, 10ms.
+	// its transaction commits, so this and the commit are what exactly-once
+	// adds to a delivery's lateness; a shorter linger ends more
+	// transactions, each a few requests to the transaction coordinator. A
+	// transaction ends CommitInterval after the last one if that is sooner.
+	// At-least-once commits every CommitInterval and ignores it. Default
+	// DefaultCommitLinger, 10ms.
 	CommitLinger time.Duration
 
 	// SessionTimeout is how long a consumer group waits for a member that
