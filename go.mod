@@ -114,3 +114,4 @@ require (
 )
 
 replace github.com/twmb/franz-go/pkg/kfake => ./third_party/kfake
+replace github.com/twmb/franz-go => ./third_party/franz-go
