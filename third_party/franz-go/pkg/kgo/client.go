@@ -413,7 +413,7 @@ func (cl *Client) OptValues(opt any) []any {
 	case namefn(FetchMaxPartitionBytes):
 		return []any{int32(cfg.maxPartBytes)}
 	case namefn(FetchMaxWait):
-		return []any{time.Duration(cfg.maxWait) * time.Millisecond}
+		return []any{time.Duration(cfg.maxWait.load()) * time.Millisecond}
 	case namefn(FetchMinBytes):
 		return []any{cfg.minBytes}
 	case namefn(KeepControlRecords):

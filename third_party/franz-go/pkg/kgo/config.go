@@ -161,8 +161,9 @@ type cfg struct {
 	// maxWait holds the user-configured FetchMaxWait in milliseconds.
 	// math.MinInt32 is a sigil meaning "unset": validate replaces it with
 	// the default for the current mode (500ms for share groups, 5s
-	// otherwise).
-	maxWait        int32
+	// otherwise). Client.UpdateFetchMaxWait stores it while the client
+	// runs, so it is read atomically.
+	maxWait        lazyI32
 	minBytes       int32
 	maxBytes       lazyI32
 	maxPartBytes   lazyI32
@@ -1594,7 +1595,7 @@ func TransactionTimeout(timeout time.Duration) ProducerOpt {
 // ShareFetch is in flight, no acks can be sent to the broker, so a long
 // MaxWait stalls ack delivery for that entire window.
 func FetchMaxWait(wait time.Duration) ConsumerOpt {
-	return consumerOpt{func(cfg *cfg) { cfg.maxWait = int32(wait.Milliseconds()) }}
+	return consumerOpt{func(cfg *cfg) { cfg.maxWait = lazyI32(wait.Milliseconds()) }}
 }
 
 // FetchMaxBytes sets the maximum amount of bytes a broker will try to send

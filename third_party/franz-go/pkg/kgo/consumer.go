@@ -740,6 +740,19 @@ func (cl *Client) UpdateFetchMaxBytes(maxBytes, maxPartBytes int32) {
 	cl.cfg.maxPartBytes.store(maxPartBytes)
 }
 
+// UpdateFetchMaxWait updates how long a broker may hold a fetch that has not
+// reached the minimum bytes (see FetchMaxWait). A fetch already in flight
+// keeps the wait it was sent with; the next fetch to each broker uses the new
+// one. Waits below 10ms are raised to 10ms, as FetchMaxWait requires.
+//
+// A client that pauses and resumes often can wait briefly while a resume may
+// come soon, since a resumed partition is fetched only after its broker's
+// in-flight fetch ends, and long while none can, so that an idle client sends
+// few requests.
+func (cl *Client) UpdateFetchMaxWait(wait time.Duration) {
+	cl.cfg.maxWait.store(int32(max(wait, 10*time.Millisecond).Milliseconds()))
+}
+
 // PauseFetchTopics sets the client to no longer fetch the given topics and
 // returns all currently paused topics. Paused topics persist until resumed.
 // You can call this function with no topics to simply receive the list of

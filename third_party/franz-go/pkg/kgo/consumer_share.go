@@ -3063,7 +3063,7 @@ func (s *source) createShareReq(skipAckDrain bool) (
 	req.GroupID = &sc.cfg.shareGroup
 	req.MemberID = &memberID
 	req.ShareSessionEpoch = epoch
-	req.MaxWaitMillis = sc.cfg.maxWait
+	req.MaxWaitMillis = sc.cfg.maxWait.load()
 	if nAcks > 0 && req.MaxWaitMillis > 500 {
 		req.MaxWaitMillis = 500 // the broker holds the entire response (ack results included) until MaxWait expires or records appear; cap so FlushAcks isn't blocked
 	}

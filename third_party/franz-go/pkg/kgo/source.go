@@ -786,7 +786,7 @@ func (s *source) takeBufferedFn(polled bool, offsetFn func(usedOffsets)) Fetch {
 // createReq actually creates a fetch request.
 func (s *source) createReq() *fetchRequest {
 	req := &fetchRequest{
-		maxWait:        s.cl.cfg.maxWait,
+		maxWait:        s.cl.cfg.maxWait.load(),
 		minBytes:       s.cl.cfg.minBytes,
 		maxBytes:       s.cl.cfg.maxBytes.load(),
 		maxPartBytes:   s.cl.cfg.maxPartBytes.load(),
