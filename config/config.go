@@ -84,6 +84,7 @@ type Config struct {
 	Mode              string        // mode: "exact" or "poll"
 	CheckInterval     time.Duration // check-interval
 	FetchMaxWait      time.Duration // fetch-max-wait
+	IdleFetchMaxWait  time.Duration // idle-fetch-max-wait
 	MaxBufferedBytes  int64         // max-buffered-bytes
 	MaxDelay          time.Duration // max-delay
 	DeliveryTimeout   time.Duration // delivery-timeout

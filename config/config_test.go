@@ -61,6 +61,7 @@ func TestDefaults(t *testing.T) {
 		Mode:              "exact",
 		CheckInterval:     100 * time.Millisecond,
 		FetchMaxWait:      100 * time.Millisecond,
+		IdleFetchMaxWait:  5 * time.Second,
 		MaxBufferedBytes:  64 << 20,
 		MaxDelay:          400 * 24 * time.Hour,
 		DeliveryTimeout:   5 * time.Minute,

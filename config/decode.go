@@ -38,6 +38,7 @@ func (l *loader) decode() (Config, error) {
 		Mode:              d.oneOf("mode", "exact", "poll"),
 		CheckInterval:     d.duration("check-interval"),
 		FetchMaxWait:      d.duration("fetch-max-wait"),
+		IdleFetchMaxWait:  d.duration("idle-fetch-max-wait"),
 		MaxBufferedBytes:  d.size("max-buffered-bytes"),
 		MaxDelay:          d.duration("max-delay"),
 		DeliveryTimeout:   d.duration("delivery-timeout"),

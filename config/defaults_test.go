@@ -53,6 +53,7 @@ func TestDefaultsAreTheLibrarys(t *testing.T) {
 		{"mode", forwarder.Mode(c.Mode), fw.Mode, "forwarder"},
 		{"check-interval", c.CheckInterval, fw.CheckInterval, "forwarder"},
 		{"fetch-max-wait", c.FetchMaxWait, fw.FetchMaxWait, "forwarder"},
+		{"idle-fetch-max-wait", c.IdleFetchMaxWait, fw.IdleFetchMaxWait, "forwarder"},
 		{"max-buffered-bytes", c.MaxBufferedBytes, fw.MaxBufferedBytes, "forwarder"},
 		{"max-delay", c.MaxDelay, fw.MaxDelay, "forwarder"},
 		{"max-delay", c.MaxDelay, pr.MaxDelay, "client producer"},

@@ -69,6 +69,8 @@ func (c Config) text(name string) string {
 		return d(c.CheckInterval)
 	case "fetch-max-wait":
 		return d(c.FetchMaxWait)
+	case "idle-fetch-max-wait":
+		return d(c.IdleFetchMaxWait)
 	case "max-buffered-bytes":
 		return units.BytesSize(float64(c.MaxBufferedBytes))
 	case "max-delay":

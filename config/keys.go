@@ -60,6 +60,7 @@ func keys() []key {
 		{"mode", kindString, string(forwarder.DefaultMode), "how levels watch their heads: exact (wake when due) or poll (every check-interval, like RocketMQ)"},
 		{"check-interval", kindDuration, kdelay.DurationText(forwarder.DefaultCheckInterval), "the tick of poll mode; exact mode wakes when a head is due or a record arrives"},
 		{"fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultFetchMaxWait), "longest a fetch waits for new records"},
+		{"idle-fetch-max-wait", kindDuration, kdelay.DurationText(forwarder.DefaultIdleFetchMaxWait), "longest a fetch waits for new records while no forwarder may need one at once; not below fetch-max-wait"},
 		{"max-buffered-bytes", kindSize, units.BytesSize(float64(forwarder.DefaultMaxBufferedBytes)),
 			"bytes of records kdelay holds in memory, with the schedules' index: half reserved equally by the ingress and each level, a quarter lent to those whose records are due, a quarter left for the garbage collector; a burst beyond that is delivered at the broker's pace"},
 		{"max-delay", kindDuration, kdelay.DurationText(kdelay.DefaultMaxDelay),

@@ -228,6 +228,7 @@ func (w *worker) expireHold() {
 		w.buf.expired = true
 		w.log.Debug("poll_hold_expired", "held_bytes", w.buf.bytes)
 		w.throttle()
+		w.tellWait(w.cfg.NowFunc())
 	}
 }
 

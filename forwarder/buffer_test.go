@@ -202,6 +202,9 @@ func TestFullBufferOfHeldRecords(t *testing.T) {
 	cfg := fx.cfg
 	cfg.MaxBufferedBytes = 2 * share
 	cfg.FetchMaxWait = DefaultFetchMaxWait
+	// A full share must turn the wait short (fetch_wait.go): a refill that
+	// waited behind an idle fetch would wait a minute.
+	cfg.IdleFetchMaxWait = time.Minute
 	ingress := cfg.Topics.Ingress()
 	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
 	// The forwarder first: on Apache Kafka joining its groups takes seconds,

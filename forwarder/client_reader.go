@@ -5,6 +5,7 @@ import (
 	"errors"
 	"maps"
 	"sync"
+	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -71,14 +72,15 @@ type ReaderClient struct {
 	cl    *kgo.Client
 	gate  *pollGate
 	txn   *txnLoop // nil at-least-once
+	wait  *fetchWait
 
 	mu      sync.Mutex
 	commits map[int32]int64 // offsets of topic to commit with the open transaction
 	waiting []chan bool     // told the open transaction's outcome
 }
 
-func newReaderClient(topic string, cl *kgo.Client, gate *pollGate, txn *txnLoop) *ReaderClient {
-	return &ReaderClient{topic: topic, cl: cl, gate: gate, txn: txn}
+func newReaderClient(topic string, cl *kgo.Client, gate *pollGate, txn *txnLoop, wait *fetchWait) *ReaderClient {
+	return &ReaderClient{topic: topic, cl: cl, gate: gate, txn: txn, wait: wait}
 }
 
 // Reread has the client read partitions of the Reader's topic again from
@@ -104,10 +106,19 @@ func (c *ReaderClient) Reread(offsets map[int32]int64, reset func()) {
 // broker answers a connection's requests in order, and the client sends
 // every fetch on one connection a broker: a fetch sent here waits behind at
 // most the forwarders' one fetch in flight there, which waits up to
-// Config.FetchMaxWait (100 ms by default), not behind a long poll of seconds.
+// Config.FetchMaxWait (100 ms by default) from the time given to
+// PromptFrom on, and up to Config.IdleFetchMaxWait (5s) before it.
 func (c *ReaderClient) Request(ctx context.Context, broker int32, req kmsg.Request) (kmsg.Response, error) {
 	return c.cl.Broker(int(broker)).Request(ctx, req)
 }
+
+// PromptFrom says from when on the Reader sends requests that must not wait
+// behind a long poll (Request): the forwarders' fetches wait
+// Config.FetchMaxWait from then on, IdleFetchMaxWait ahead of it
+// (fetch_wait.go). The zero time says it sends none until it says again.
+// Records fetched for the Reader keep the wait short for a while, so the
+// requests that follow right after them need nothing said.
+func (c *ReaderClient) PromptFrom(at time.Time) { c.wait.need(c, at) }
 
 // Commit commits offsets of the Reader's topic in the group, so that the
 // group's lag shows how far it read: at-least-once at once, exactly-once

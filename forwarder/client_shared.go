@@ -34,6 +34,7 @@ type shared struct {
 	txn     *txnLoop // exactly-once; nil at-least-once
 	workers []*worker
 	poll    *pollLoop
+	wait    *fetchWait
 }
 
 // runShared starts the workers of every stage on one client in g, and its
@@ -66,7 +67,7 @@ func (f *Forwarder) runShared(ctx context.Context, g *errgroup.Group, adm *kadm.
 	}
 	if s.txn == nil {
 		s.start(ctx, g, f, adm)
-		return s.cl.CloseAllowingRebalance, nil
+		return s.close, nil
 	}
 	g.Go(func() error { return f.runRenewing(ctx, adm, s) })
 	return nil, nil
@@ -93,7 +94,8 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken)...)
 	opts = append(opts, f.cfg.ClientOpts...)
 	opts = append(opts, sharedClientOpts(f.cfg.Observer)...)
-	gate, hold := &pollGate{}, newPollHold(holdMax(&f.cfg))
+	gate, hold, wait := &pollGate{}, newPollHold(holdMax(&f.cfg)), newFetchWait(&f.cfg)
+	opts = append(opts, kgo.WithHooks(fetchHook{wait}))
 	if f.cfg.Delivery == ExactlyOnce {
 		opts = append(opts, kgo.OnOffsetsFetched(func(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {
 			for _, w := range s.workers {
@@ -115,7 +117,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	}
 	for i, w := range s.workers {
 		w.cl = newStageClient(s.cl, w.source, gate, false)
-		w.cl.hold = hold
+		w.cl.hold, w.cl.wait = hold, wait
 		w.txn = s.txn
 		w.dlqMax = dlqLimit(s.cl, &f.cfg, f.dlqMax)
 		var prev *worker
@@ -124,9 +126,11 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		}
 		f.adopt(w, prev)
 	}
+	s.wait = wait
+	wait.start(s.cl)
 	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers, pollBurst(s.cl))
 	for _, r := range f.cfg.Readers {
-		c := newReaderClient(r.Topic(), s.cl, gate, s.txn)
+		c := newReaderClient(r.Topic(), s.cl, gate, s.txn, wait)
 		if s.txn != nil {
 			s.txn.readers = append(s.txn.readers, c)
 		}
@@ -187,6 +191,7 @@ func (f *Forwarder) runRenewing(ctx context.Context, adm *kadm.Client, s *shared
 func (s *shared) runTxn(ctx context.Context, f *Forwarder, adm *kadm.Client) error {
 	// Before the poll loop starts: Begin must not run beside a poll.
 	if err := s.txn.begin(ctx); err != nil {
+		s.wait.stop()
 		s.cl.Close()
 		return err
 	}
@@ -197,8 +202,14 @@ func (s *shared) runTxn(ctx context.Context, f *Forwarder, adm *kadm.Client) err
 	if err == nil {
 		s.txn.last()
 	}
-	s.cl.CloseAllowingRebalance()
+	s.close()
 	return err
+}
+
+// close closes the client, and stops changing its fetches' wait.
+func (s *shared) close() {
+	s.wait.stop()
+	s.cl.CloseAllowingRebalance()
 }
 
 // wait notes why the Forwarder waits before starting its stages (Waiting).

@@ -21,10 +21,11 @@ import (
 type stageClient struct {
 	kafka  *kgo.Client
 	source string
-	gate   *pollGate // shared by every stageClient of kafka
-	hold   *pollHold // shared likewise; nil on a stage's own client, which pauses instead
-	own    bool      // the stage's own client, which it polls and closes; else the Forwarder does
-	closed sync.Once // kafka is closed once: see close
+	gate   *pollGate  // shared by every stageClient of kafka
+	hold   *pollHold  // shared likewise; nil on a stage's own client, which pauses instead
+	wait   *fetchWait // shared likewise; nil on a stage's own client, whose fetches wait FetchMaxWait
+	own    bool       // the stage's own client, which it polls and closes; else the Forwarder does
+	closed sync.Once  // kafka is closed once: see close
 
 	// flying counts the stage's records produced and not yet answered;
 	// landed is closed when it falls to 0 while flush waits (see flush).

@@ -82,11 +82,17 @@ const (
 	// through a full buffer moved half as fast (TestFullBufferBurst); at
 	// 250ms, records held for their time through a small buffer fell
 	// behind, 1.5s late on Apache Kafka, and 107ms at 100ms
-	// (TestFullBufferOfHeldRecords). An idle kdelay sends a fetch a broker
-	// per 100ms: measured side by side for 60s on one broker, 0.75% of a
-	// core in all for serve, 0.80% for the client a stage at 5s before,
-	// 0.42% at 250ms.
+	// (TestFullBufferOfHeldRecords). It is the wait while a stage may need
+	// a fetch at once; otherwise fetches wait IdleFetchMaxWait
+	// (fetch_wait.go), since a fetch a broker per 100ms cost an idle kdelay
+	// 1.44% of a core on three brokers.
 	DefaultFetchMaxWait = 100 * time.Millisecond
+
+	// DefaultIdleFetchMaxWait is how long a fetch with nothing new waits at
+	// the broker while no stage may need one at once (fetch_wait.go):
+	// franz-go's default. An idle kdelay then sends a fetch a broker per 5s,
+	// not per 100ms: on a 3-node cluster 0.27% of a core against 1.44%.
+	DefaultIdleFetchMaxWait = 5 * time.Second
 
 	// DefaultMaxBufferedBytes bounds the records a whole Forwarder holds in
 	// memory to 64 MiB, so that kdelay serve fits a small container (128 MiB
@@ -186,6 +192,15 @@ type Config struct {
 	// its last buffered record is due, unless memory is pressed (see
 	// MaxBufferedBytes). Default DefaultFetchMaxWait, 100ms.
 	FetchMaxWait time.Duration
+
+	// IdleFetchMaxWait is how long a fetch waits for new records while no
+	// stage may need a fetch at once: none is full, no paused partition
+	// resumes within it, no reader has asked, and no records came within
+	// the last 250ms. The wait turns back to FetchMaxWait that long ahead
+	// of a need, since a fetch in flight keeps the wait it was sent with.
+	// Not below FetchMaxWait; equal to it, the wait never changes. Default
+	// DefaultIdleFetchMaxWait, 5s, or FetchMaxWait if that is longer.
+	IdleFetchMaxWait time.Duration
 
 	// MaxBufferedBytes bounds the records the Forwarder holds in memory:
 	// fetched and not yet handed on, or handed on and not yet acknowledged
@@ -354,6 +369,7 @@ func (c Config) WithDefaults() Config {
 	c.Delivery = cmp.Or(c.Delivery, DefaultDelivery)
 	c.CheckInterval = cmp.Or(c.CheckInterval, DefaultCheckInterval)
 	c.FetchMaxWait = cmp.Or(c.FetchMaxWait, DefaultFetchMaxWait)
+	c.IdleFetchMaxWait = cmp.Or(c.IdleFetchMaxWait, max(DefaultIdleFetchMaxWait, c.FetchMaxWait))
 	c.MaxBufferedBytes = cmp.Or(c.MaxBufferedBytes, DefaultMaxBufferedBytes)
 	c.MaxDelay = cmp.Or(c.MaxDelay, kdelay.DefaultMaxDelay)
 	c.DeliveryTimeout = cmp.Or(c.DeliveryTimeout, DefaultDeliveryTimeout)
@@ -424,6 +440,11 @@ func (c Config) validate() error {
 	}
 	negative("check-interval", c.CheckInterval, DefaultCheckInterval)
 	negative("fetch-max-wait", c.FetchMaxWait, DefaultFetchMaxWait)
+	negative("idle-fetch-max-wait", c.IdleFetchMaxWait, DefaultIdleFetchMaxWait)
+	if c.IdleFetchMaxWait >= 0 && c.IdleFetchMaxWait < c.FetchMaxWait {
+		fail("idle-fetch-max-wait", "%s is shorter than fetch-max-wait %s; make it at least that (equal keeps every fetch's wait at fetch-max-wait), or 0 for the default %s",
+			c.IdleFetchMaxWait, c.FetchMaxWait, DefaultIdleFetchMaxWait)
+	}
 	if forwarders := int64(len(c.stages())); c.MaxBufferedBytes < forwarders*minBufferShare {
 		fail("max-buffered-bytes", "%d leaves each of the %d forwarders (the ingress and one per level) less than %d bytes; use at least %d, or 0 for the default %d",
 			c.MaxBufferedBytes, forwarders, minBufferShare, forwarders*minBufferShare, DefaultMaxBufferedBytes)

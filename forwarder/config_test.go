@@ -24,10 +24,27 @@ func TestConfigValidation(t *testing.T) {
 		{"negative interval", Config{Brokers: []string{"x:1"}, CheckInterval: -time.Second}, "check-interval: -1s is negative; use a positive duration, or 0 for the default 100ms"},
 		{"retention below largest level", Config{Brokers: []string{"x:1"}, Retention: time.Hour}, "retention: 1h0m0s is shorter than the largest level 2h"},
 		{"max delay below smallest level", Config{Brokers: []string{"x:1"}, MaxDelay: time.Millisecond}, "max-delay: 1ms is below the smallest level 1s"},
+		{"idle fetch wait below fetch wait", Config{Brokers: []string{"x:1"}, FetchMaxWait: time.Second, IdleFetchMaxWait: 500 * time.Millisecond},
+			"idle-fetch-max-wait: 500ms is shorter than fetch-max-wait 1s; make it at least that"},
 	}
 	for _, tt := range tests {
 		if _, err := New(tt.cfg); err == nil || !strings.Contains(err.Error(), tt.want) {
 			t.Errorf("%s: New error = %v, want one containing %q", tt.name, err, tt.want)
+		}
+	}
+}
+
+// A fetch-max-wait longer than the idle wait's default raises the default
+// with it, rather than fail a configuration that sets only fetch-max-wait.
+func TestIdleFetchMaxWaitDefault(t *testing.T) {
+	t.Parallel()
+	for _, tt := range []struct{ wait, want time.Duration }{
+		{0, DefaultIdleFetchMaxWait},
+		{time.Second, DefaultIdleFetchMaxWait},
+		{10 * time.Second, 10 * time.Second},
+	} {
+		if got := (Config{FetchMaxWait: tt.wait}).WithDefaults().IdleFetchMaxWait; got != tt.want {
+			t.Errorf("fetch-max-wait %s: idle-fetch-max-wait defaults to %s, want %s", tt.wait, got, tt.want)
 		}
 	}
 }

@@ -51,6 +51,7 @@ func (w *worker) shutdown() {
 	w.stopped = true
 	w.setHolding(false)
 	w.buf.detach()
+	w.cl.wait.need(w, time.Time{})
 	w.mu.Unlock()
 }
 

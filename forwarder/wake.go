@@ -27,15 +27,40 @@ import (
 // earliest head or held record due (soonest); the zero time if nothing but
 // the events above can give it work. mu must be held.
 func (w *worker) wakeAt(soonest, now time.Time) time.Time {
-	wake := soonest
+	return earliest(earliest(soonest, w.resumeAt(now)), w.commitWake(now))
+}
+
+// resumeAt is when the first partition paused as not due must resume, ahead
+// of its buffered records; the zero time if none is. mu must be held.
+func (w *worker) resumeAt(now time.Time) time.Time {
+	var at time.Time
 	for _, p := range w.parts {
 		// A partition leaving is its callback's, which nudges when done:
 		// its notDue is no longer kept up to date (releaseHeads).
 		if p.notDue && !p.leaving && len(p.queue) > 0 {
-			wake = earliest(wake, w.releaseAt(p.queue[len(p.queue)-1], now).Add(-w.resumeLead()))
+			at = earliest(at, w.releaseAt(p.queue[len(p.queue)-1], now).Add(-w.resumeLead()))
 		}
 	}
-	return earliest(wake, w.commitWake(now))
+	return at
+}
+
+// promptFrom is from when the worker needs its client's fetches prompt
+// (fetch_wait.go): now while it is full, since its partitions resume as
+// room frees; else when its first partition paused as not due resumes; the
+// zero time if neither. mu must be held.
+func (w *worker) promptFrom(now time.Time) time.Time {
+	if w.buf.full || w.buf.holding || w.buf.idle {
+		return now
+	}
+	return w.resumeAt(now)
+}
+
+// tellWait tells the client's fetch wait what the worker needs.  mu must be
+// held.
+func (w *worker) tellWait(now time.Time) {
+	if w.cl != nil {
+		w.cl.wait.need(w, w.promptFrom(now))
+	}
 }
 
 // commitWake is when work handed on is due to be committed: the next

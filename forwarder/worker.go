@@ -271,6 +271,7 @@ func (w *worker) take(fps []kgo.FetchTopicPartition) {
 	// takeBuffered) and fetches it again once resumed, so a partition
 	// paused late would have its records fetched twice.
 	w.throttle()
+	w.tellWait(w.cfg.NowFunc())
 }
 
 func (w *worker) partition(id int32, from int64) *partition {
@@ -307,6 +308,7 @@ func (w *worker) cycle(now time.Time) time.Time {
 	}
 	w.releaseIfDrained()
 	w.inbox.setWakeAfter(w.buf.wakeAfter(w.mayBorrow()))
+	w.tellWait(now)
 	if after := w.stats; after != before {
 		w.log.Debug("forwarded", "delivered", after.Delivered-before.Delivered, "hopped", after.Hopped-before.Hopped,
 			"held", after.Held-before.Held, "dead_lettered", after.DeadLettered-before.DeadLettered)

@@ -138,12 +138,18 @@ func (s *Scheduler) commitRead(ctx context.Context, committed map[int32]int64) {
 	maps.Copy(committed, read)
 }
 
-// sleep waits until the next occurrence is due, or wake.
+// sleep waits until the next occurrence is due, or wake. The step then
+// reads back on the forwarders' client, whose fetches must not be long
+// polls by that time.
 func (s *Scheduler) sleep(ctx context.Context) {
 	now := s.cfg.NowFunc()
 	s.mu.Lock()
 	wake := s.st.wake()
+	rc := s.rc
 	s.mu.Unlock()
+	if rc != nil {
+		rc.PromptFrom(wake)
+	}
 	d := maxIdle
 	if !wake.IsZero() {
 		d = min(d, wake.Sub(now))

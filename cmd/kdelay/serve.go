@@ -267,6 +267,7 @@ func (s server) forwarderConfig(brokers []string) forwarder.Config {
 		Delivery:          forwarder.Delivery(cfg.Delivery),
 		CheckInterval:     cfg.CheckInterval,
 		FetchMaxWait:      cfg.FetchMaxWait,
+		IdleFetchMaxWait:  cfg.IdleFetchMaxWait,
 		MaxBufferedBytes:  cfg.MaxBufferedBytes,
 		MaxDelay:          cfg.MaxDelay,
 		DeliveryTimeout:   cfg.DeliveryTimeout,

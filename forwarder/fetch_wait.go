@@ -1,0 +1,157 @@
+package forwarder
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+)
+
+// fetchWait sets how long a broker holds a fetch of the shared client that
+// finds nothing new: Config.FetchMaxWait while a fetch may soon be needed at
+// once, Config.IdleFetchMaxWait otherwise.
+//
+// The client fetches from a broker one request at a time. A partition
+// resumed while a fetch is in flight is fetched once that fetch ends, and a
+// read-back (ReaderClient.Request) waits behind it on the connection: a
+// refill of a full buffer or a read-back waits up to the fetch's wait. So
+// the wait is short while anything may pause and resume. But an idle process
+// then sends a fetch a broker per FetchMaxWait for nothing: on three brokers
+// at 100ms, 1.4% of a core; at 5s, 0.27% (docs/BENCHMARKS.md, "Idle CPU").
+//
+// A fetch keeps the wait it was sent with (third_party/franz-go), so the
+// wait turns short ahead of the need, not at it: each party says from when
+// it needs prompt fetches (need), and the wait is short from
+// IdleFetchMaxWait plus pressedLead (a round trip) before the earliest. The
+// fetch the client sends after one that brought records goes out as they are
+// polled, before any worker looked at them, so records fetched keep the wait
+// short for pressedLead too (fetched): a worker they fill, or a schedule they
+// bring, has said what it needs by then.
+type fetchWait struct {
+	short, long time.Duration
+	now         func() time.Time
+
+	// active is when records were last fetched, in Unix nanoseconds; long
+	// says the client's wait is long now, so that fetched, which runs for
+	// every batch fetched, takes the lock only to shorten it.
+	active atomic.Int64
+	isLong atomic.Bool
+
+	mu     sync.Mutex
+	cl     *kgo.Client
+	needs  map[any]time.Time // from when each party needs prompt fetches
+	timer  *time.Timer       // runs apply when the wait must next change
+	closed bool
+}
+
+// newFetchWait returns the wait of a client whose fetches wait short while
+// one is needed soon, long otherwise. Its client starts with short
+// (clientOpts); start hands it over.
+func newFetchWait(cfg *Config) *fetchWait {
+	return &fetchWait{short: cfg.FetchMaxWait, long: cfg.IdleFetchMaxWait, now: cfg.NowFunc, needs: map[any]time.Time{}}
+}
+
+// start sets the wait of cl from now on.
+func (f *fetchWait) start(cl *kgo.Client) {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cl = cl
+	f.apply()
+}
+
+// stop ends the changes, when the client closes.
+func (f *fetchWait) stop() {
+	if f == nil {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.closed = true
+	if f.timer != nil {
+		f.timer.Stop()
+	}
+}
+
+// need says that who needs prompt fetches from at on (now or earlier: at
+// once), or no longer needs them (the zero time).
+func (f *fetchWait) need(who any, at time.Time) {
+	if f == nil || f.short >= f.long {
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.needs[who].Equal(at) {
+		return
+	}
+	if at.IsZero() {
+		delete(f.needs, who)
+	} else {
+		f.needs[who] = at
+	}
+	f.apply()
+}
+
+// fetched notes that a fetch brought records.
+func (f *fetchWait) fetched() {
+	f.active.Store(f.now().UnixNano())
+	if f.isLong.Load() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.apply()
+	}
+}
+
+// apply sets the client's wait for now, and the timer for when it must
+// change next. mu must be held.
+func (f *fetchWait) apply() {
+	if f.cl == nil || f.closed {
+		return
+	}
+	now := f.now()
+	var soonest time.Time
+	for _, at := range f.needs {
+		soonest = earliest(soonest, at)
+	}
+	quiet := time.Unix(0, f.active.Load()).Add(pressedLead)
+	ahead := now.Add(f.long + pressedLead)
+	wait, next := f.long, time.Time{}
+	switch {
+	case now.Before(quiet):
+		wait, next = f.short, quiet
+	case !soonest.IsZero() && !soonest.After(ahead):
+		wait = f.short // until a need changes
+	case !soonest.IsZero():
+		next = soonest.Add(-f.long - pressedLead)
+	}
+	if long := wait == f.long; long != f.isLong.Load() {
+		f.cl.UpdateFetchMaxWait(wait)
+		f.isLong.Store(long)
+	}
+	if next.IsZero() {
+		if f.timer != nil {
+			f.timer.Stop()
+		}
+		return
+	}
+	d := next.Sub(now)
+	if f.timer == nil {
+		f.timer = time.AfterFunc(d, func() {
+			f.mu.Lock()
+			defer f.mu.Unlock()
+			f.apply()
+		})
+		return
+	}
+	f.timer.Reset(d)
+}
+
+// fetchHook tells a fetchWait of every batch its client fetches.
+type fetchHook struct{ f *fetchWait }
+
+func (h fetchHook) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) {
+	h.f.fetched()
+}

@@ -1,0 +1,87 @@
+package forwarder
+
+import (
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/kdelay/kdelay"
+	"github.com/kdelay/kdelay/kafkatest"
+)
+
+// lastFetch notes when a client last sent a fetch.
+type lastFetch struct{ at atomic.Int64 }
+
+func (l *lastFetch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ time.Duration, _ error) {
+	if key == 1 { // Fetch
+		l.at.Store(time.Now().UnixNano())
+	}
+}
+
+// quietFor waits until the client sent no fetch for d, for at most
+// deadline, and reports whether it did.
+func (l *lastFetch) quietFor(d, deadline time.Duration) bool {
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(deadline); time.Now().Before(end); <-tick.C {
+		if time.Since(time.Unix(0, l.at.Load())) > d {
+			return true
+		}
+	}
+	return false
+}
+
+// An idle forwarder asks the broker for records every IdleFetchMaxWait, not
+// every FetchMaxWait (ten times a second), and records written meanwhile
+// still leave when due: a new record ends the long poll it is fetched by,
+// and a level's paused partition turns the wait short before it resumes.
+func TestIdleFetchesWaitLong(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	cfg := fx.cfg
+	cfg.IdleFetchMaxWait = time.Minute
+	fetches := &lastFetch{}
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
+	arrived := fx.cluster.Collect(fx.target)
+	fx.start(cfg)
+
+	if !fetches.quietFor(2*time.Second, 30*time.Second) {
+		t.Fatalf("the idle forwarder fetched at least every 2s for 30s (FetchMaxWait %s, IdleFetchMaxWait %s)",
+			DefaultFetchMaxWait, cfg.IdleFetchMaxWait)
+	}
+	sent := time.Now()
+	fx.send("now", kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, "now")
+	if got := arrived.Until(10*time.Second, atLeast(1)); len(got) < 1 {
+		t.Fatalf("a record due at once was not delivered within 10s of an idle spell: it waited for the long poll")
+	}
+	t.Logf("due at once, after an idle spell: delivered %s after it was sent", time.Since(sent).Round(time.Millisecond))
+
+	if !fetches.quietFor(2*time.Second, 30*time.Second) {
+		t.Fatal("the forwarder did not turn idle again within 30s")
+	}
+	due := time.Now().Add(1500 * time.Millisecond)
+	fx.send("later", kdelay.HeaderTarget, fx.target, kdelay.HeaderDeliverAt, strconv.FormatInt(due.UnixMilli(), 10), kdelay.HeaderID, "later")
+	got := arrived.Until(10*time.Second, atLeast(2))
+	if len(got) < 2 {
+		t.Fatalf("a record due in 1.5s through the 1s level was not delivered within 10s")
+	}
+	if late := got[1].At.Sub(due.Truncate(time.Millisecond)); late < 0 {
+		t.Errorf("the record through the level arrived %s early", -late)
+	} else {
+		t.Logf("due in 1.5s, through the 1s level: delivered %s late", late.Round(time.Millisecond))
+	}
+	checkIDs(t, kafkatest.IDs(got), "now", "later")
+}
+
+// checkIDs fails t unless ids holds want, in any order.
+func checkIDs(t *testing.T, ids map[string]int, want ...string) {
+	t.Helper()
+	for _, id := range want {
+		if ids[id] != 1 {
+			t.Errorf("id %s delivered %d times, want once", id, ids[id])
+		}
+	}
+}
