@@ -42,8 +42,13 @@ type fetchWait struct {
 	cl     *kgo.Client
 	needs  map[any]time.Time // from when each party needs prompt fetches
 	timer  *time.Timer       // runs apply when the wait must next change
+	next   time.Time         // when timer runs; the zero time if stopped
 	closed bool
 }
+
+// atOnce is a need that has come: the same time at every call, so that a
+// worker that stays full tells the wait nothing new cycle after cycle.
+var atOnce = time.Unix(0, 0)
 
 // newFetchWait returns the wait of a client whose fetches wait short while
 // one is needed soon, long otherwise. Its client starts with short
@@ -131,22 +136,26 @@ func (f *fetchWait) apply() {
 		f.cl.UpdateFetchMaxWait(wait)
 		f.isLong.Store(long)
 	}
-	if next.IsZero() {
-		if f.timer != nil {
-			f.timer.Stop()
-		}
+	if next.Equal(f.next) {
 		return
 	}
-	d := next.Sub(now)
-	if f.timer == nil {
-		f.timer = time.AfterFunc(d, func() {
-			f.mu.Lock()
-			defer f.mu.Unlock()
-			f.apply()
-		})
-		return
+	f.next = next
+	switch {
+	case next.IsZero():
+		f.timer.Stop()
+	case f.timer == nil:
+		f.timer = time.AfterFunc(next.Sub(now), f.fire)
+	default:
+		f.timer.Reset(next.Sub(now))
 	}
-	f.timer.Reset(d)
+}
+
+// fire is the timer's: the time it was set for has come.
+func (f *fetchWait) fire() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.next = time.Time{}
+	f.apply()
 }
 
 // fetchHook tells a fetchWait of every batch its client fetches.

@@ -76,6 +76,54 @@ func TestIdleFetchesWaitLong(t *testing.T) {
 	checkIDs(t, kafkatest.IDs(got), "now", "later")
 }
 
+// A forwarder whose share is full of records due long after the idle wait
+// needs no prompt fetch until the first of them falls due: its partitions
+// resume only as records leave. With a million records pending in the 2h
+// level, the level stayed full and kept every fetch short.
+func TestFullOfLaterRecordsWaitsLong(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1m"})
+	const (
+		n     = 2_000
+		share = 256 << 10 // per forwarder: the ingress and one level
+	)
+	cfg := fx.cfg
+	cfg.MaxBufferedBytes = 2 * share
+	cfg.IdleFetchMaxWait = 20 * time.Second
+	fetches := &lastFetch{}
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
+	ingress := cfg.Topics.Ingress()
+	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
+	f, _ := fx.start(cfg)
+	// Below the 1m level, so held at the ingress, and due after the test.
+	due := time.Now().Add(50 * time.Second)
+	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader {
+		return kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}
+	})
+	full := func() bool {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		for _, w := range f.workers {
+			w.mu.Lock()
+			full := w.source == ingress && w.buf.full
+			w.mu.Unlock()
+			if full {
+				return true
+			}
+		}
+		return false
+	}
+	for end := time.Now().Add(20 * time.Second); !full(); {
+		if time.Now().After(end) {
+			t.Fatal("the ingress's share was not full within 20s of writing 2 MB to it")
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !fetches.quietFor(2*time.Second, 15*time.Second) {
+		t.Fatalf("with the ingress full of records due in 50s, the forwarder fetched at least every 2s for 15s (IdleFetchMaxWait %s)", cfg.IdleFetchMaxWait)
+	}
+}
+
 // checkIDs fails t unless ids holds want, in any order.
 func checkIDs(t *testing.T, ids map[string]int, want ...string) {
 	t.Helper()

@@ -45,14 +45,33 @@ func (w *worker) resumeAt(now time.Time) time.Time {
 }
 
 // promptFrom is from when the worker needs its client's fetches prompt
-// (fetch_wait.go): now while it is full, since its partitions resume as
-// room frees; else when its first partition paused as not due resumes; the
-// zero time if neither. mu must be held.
+// (fetch_wait.go), the zero time if never: when its first partition paused
+// as not due resumes, and, while it is full, when room may free, since its
+// partitions then resume. Room frees as the broker acknowledges records on
+// their way (at once), and as records held for their time fall due: from
+// the first due, not from when it filled. A level full of records due in
+// hours needs nothing for hours (with a million pending, the 2h level stayed
+// full, and kept the wait short for good). mu must be held.
 func (w *worker) promptFrom(now time.Time) time.Time {
-	if w.buf.full || w.buf.holding || w.buf.idle {
-		return now
+	if w.buf.holding {
+		return atOnce // what it holds is on its way
 	}
-	return w.resumeAt(now)
+	at := w.resumeAt(now)
+	if !w.buf.full {
+		return at
+	}
+	if len(w.held) > 0 {
+		at = earliest(at, time.Unix(0, w.held[0].at))
+	}
+	for _, p := range w.parts {
+		switch {
+		case p.flying > 0:
+			return atOnce
+		case len(p.queue) > 0:
+			at = earliest(at, w.releaseAt(p.queue[0], now))
+		}
+	}
+	return at
 }
 
 // tellWait tells the client's fetch wait what the worker needs.  mu must be

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+
 	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/forwarder"
 	"github.com/kdelay/kdelay/forwarder/forwardertest"
@@ -19,11 +21,31 @@ import (
 // start, but its scheduler writes no occurrence while the old group has a
 // member, since both would own every partition. Once the old process stops,
 // the new one writes them: each occurrence arrives once, none is missing.
+// oldMember waits until group has a member, for a minute of the bubble's
+// clock at most.
+func oldMember(t *testing.T, b *bubble, group string) {
+	t.Helper()
+	adm := kadm.NewClient(b.cl)
+	for end := time.Now().Add(time.Minute); time.Now().Before(end); time.Sleep(100 * time.Millisecond) {
+		described, err := adm.DescribeGroups(context.Background(), group)
+		if err == nil && len(described[group].Members) > 0 {
+			return
+		}
+	}
+	t.Fatalf("the old scheduler did not join %s within a minute", group)
+}
+
 func TestUpgradeFromOwnGroup(t *testing.T) {
 	t.Parallel()
 	inBubble(t, false, func(b *bubble) {
 		t := b.t
 		stopOld := b.run(b.cfg)
+		// The old process is running once its scheduler is a member of
+		// its group: started a moment before, it may still be joining,
+		// and a group with no member yet is one the new process takes
+		// (it failed so about once in ten runs).
+		defaults := b.cfg.WithDefaults()
+		oldMember(t, b, defaults.group())
 		target := b.collect("")
 		b.schedule("beat", []byte("b"), kdelay.HeaderSchedule, "0 * * * * *", kdelay.HeaderTarget, b.target)
 
