@@ -1,6 +1,7 @@
 package forwarder
 
 import (
+	"context"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -76,36 +77,48 @@ func TestIdleFetchesWaitLong(t *testing.T) {
 	checkIDs(t, kafkatest.IDs(got), "now", "later")
 }
 
-// A forwarder whose share is full of records due long after the idle wait
+// A level whose share is full of records due long after the idle wait
 // needs no prompt fetch until the first of them falls due: its partitions
 // resume only as records leave. With a million records pending in the 2h
 // level, the level stayed full and kept every fetch short.
 func TestFullOfLaterRecordsWaitsLong(t *testing.T) {
 	t.Parallel()
-	fx := setup(t, []string{"1m"})
+	fx := setup(t, []string{"1s", "1m"})
 	const (
 		n     = 2_000
-		share = 256 << 10 // per forwarder: the ingress and one level
+		share = 256 << 10 // per forwarder: the ingress and two levels
 	)
 	cfg := fx.cfg
-	cfg.MaxBufferedBytes = 2 * share
+	cfg.MaxBufferedBytes = 3 * share
+	// A partition paused as not due brings one fetch: enough of them to
+	// fill the level's share.
+	cfg.Partitions = 8
 	cfg.IdleFetchMaxWait = 20 * time.Second
 	fetches := &lastFetch{}
 	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
-	ingress := cfg.Topics.Ingress()
-	fx.cluster.CreateTopic(ingress, cfg.Partitions, nil)
 	f, _ := fx.start(cfg)
-	// Below the 1m level, so held at the ingress, and due after the test.
-	due := time.Now().Add(50 * time.Second)
-	writeBurst(t, fx, ingress, n, func(int) kgo.RecordHeader {
-		return kgo.RecordHeader{Key: kdelay.HeaderDeliverAt, Value: []byte(strconv.FormatInt(due.UnixMilli(), 10))}
-	})
+
+	// Due in a minute, after the smallest level: held for later, which a
+	// share may not borrow for, so the level fills.
+	level := cfg.Topics.Level("1m")
+	writer := fx.cluster.Client(kgo.ProducerLinger(0), kgo.ProducerBatchMaxBytes(16<<10), kgo.ProducerBatchCompression(kgo.NoCompression()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	written := time.Now()
+	value := make([]byte, 1<<10)
+	for i := range n {
+		writer.Produce(ctx, &kgo.Record{Topic: level, Value: value, Timestamp: written,
+			Headers: kdelay.AppendHop([]kgo.RecordHeader(nil), fx.target, strconv.Itoa(i), written.Add(time.Minute))}, nil)
+	}
+	if err := writer.Flush(ctx); err != nil {
+		t.Fatalf("write the level's records: %v", err)
+	}
 	full := func() bool {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, w := range f.workers {
 			w.mu.Lock()
-			full := w.source == ingress && w.buf.full
+			full := w.source == level && w.buf.full
 			w.mu.Unlock()
 			if full {
 				return true
@@ -115,12 +128,19 @@ func TestFullOfLaterRecordsWaitsLong(t *testing.T) {
 	}
 	for end := time.Now().Add(20 * time.Second); !full(); {
 		if time.Now().After(end) {
-			t.Fatal("the ingress's share was not full within 20s of writing 2 MB to it")
+			f.mu.Lock()
+			for _, w := range f.workers {
+				w.mu.Lock()
+				t.Logf("%s: bytes %d limit %d peak %d full %v parts %d", w.source, w.buf.bytes, w.buf.limit, w.buf.peak, w.buf.full, len(w.parts))
+				w.mu.Unlock()
+			}
+			f.mu.Unlock()
+			t.Fatal("the level's share was not full within 20s of writing 2 MB to it")
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
 	if !fetches.quietFor(2*time.Second, 15*time.Second) {
-		t.Fatalf("with the ingress full of records due in 50s, the forwarder fetched at least every 2s for 15s (IdleFetchMaxWait %s)", cfg.IdleFetchMaxWait)
+		t.Fatalf("with the level full of records due in a minute, the forwarder fetched at least every 2s for 15s (IdleFetchMaxWait %s)", cfg.IdleFetchMaxWait)
 	}
 }
 

@@ -48,10 +48,11 @@ func (w *worker) resumeAt(now time.Time) time.Time {
 // (fetch_wait.go), the zero time if never: when its first partition paused
 // as not due resumes, and, while it is full, when room may free, since its
 // partitions then resume. Room frees as the broker acknowledges records on
-// their way (at once), and as records held for their time fall due: from
-// the first due, not from when it filled. A level full of records due in
-// hours needs nothing for hours (with a million pending, the 2h level stayed
-// full, and kept the wait short for good). mu must be held.
+// their way, or as the pool drains for one that may borrow (at once:
+// others' acknowledgements drain it), and as records held for their time
+// fall due: from the first due, not from when it filled. A level full of
+// records due in hours needs nothing for hours (with a million pending, the
+// 2h level stayed full, and kept the wait short for good). mu must be held.
 func (w *worker) promptFrom(now time.Time) time.Time {
 	if w.buf.holding {
 		return atOnce // what it holds is on its way
@@ -59,6 +60,9 @@ func (w *worker) promptFrom(now time.Time) time.Time {
 	at := w.resumeAt(now)
 	if !w.buf.full {
 		return at
+	}
+	if w.mayBorrow() {
+		return atOnce
 	}
 	if len(w.held) > 0 {
 		at = earliest(at, time.Unix(0, w.held[0].at))
