@@ -57,9 +57,10 @@ func newFetchWait(cfg *Config) *fetchWait {
 	return &fetchWait{short: cfg.FetchMaxWait, long: cfg.IdleFetchMaxWait, now: cfg.NowFunc, needs: map[any]time.Time{}}
 }
 
-// start sets the wait of cl from now on.
+// start sets the wait of cl from now on; with IdleFetchMaxWait no longer
+// than FetchMaxWait, it leaves the client's alone.
 func (f *fetchWait) start(cl *kgo.Client) {
-	if f == nil {
+	if f == nil || f.short >= f.long {
 		return
 	}
 	f.mu.Lock()

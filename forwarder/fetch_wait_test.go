@@ -77,6 +77,21 @@ func TestIdleFetchesWaitLong(t *testing.T) {
 	checkIDs(t, kafkatest.IDs(got), "now", "later")
 }
 
+// An idle wait equal to fetch-max-wait turns the idle wait off, as
+// CONFIGURATION.md says: the client fetches every FetchMaxWait.
+func TestIdleFetchWaitOff(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	cfg := fx.cfg
+	cfg.IdleFetchMaxWait = DefaultFetchMaxWait
+	fetches := &lastFetch{}
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
+	fx.start(cfg)
+	if fetches.quietFor(time.Second, 5*time.Second) {
+		t.Fatalf("with idle-fetch-max-wait equal to fetch-max-wait (%s), the idle client went a second without a fetch", DefaultFetchMaxWait)
+	}
+}
+
 // A level whose share is full of records due long after the idle wait
 // needs no prompt fetch until the first of them falls due: its partitions
 // resume only as records leave. With a million records pending in the 2h
