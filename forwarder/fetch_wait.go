@@ -32,9 +32,9 @@ type fetchWait struct {
 	short, long time.Duration
 	now         func() time.Time
 
-	// active is when records were last fetched, in Unix nanoseconds; long
-	// says the client's wait is long now, so that fetched, which runs for
-	// every batch fetched, takes the lock only to shorten it.
+	// active is when records were last fetched, in Unix nanoseconds;
+	// isLong says the client's wait is long now, so that fetched, which
+	// runs for every batch fetched, takes the lock only to shorten it.
 	active atomic.Int64
 	isLong atomic.Bool
 
