@@ -194,9 +194,10 @@ type Config struct {
 	FetchMaxWait time.Duration
 
 	// IdleFetchMaxWait is how long a fetch waits for new records while no
-	// stage may need a fetch at once: none is full, no paused partition
-	// resumes within it, no reader has asked, and no records came within
-	// the last 250ms. The wait turns back to FetchMaxWait that long ahead
+	// stage may need a fetch at once: no paused partition resumes within
+	// it, no full share has records on their way, may borrow, or holds one
+	// due within it, no reader has asked, and no records came within the
+	// last 250ms. The wait turns back to FetchMaxWait that long ahead
 	// of a need, since a fetch in flight keeps the wait it was sent with.
 	// Not below FetchMaxWait; equal to it, the wait never changes. Default
 	// DefaultIdleFetchMaxWait, 5s, or FetchMaxWait if that is longer.

@@ -2,6 +2,7 @@ package forwarder
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"sync/atomic"
 	"testing"
@@ -128,31 +129,27 @@ func TestFullOfLaterRecordsWaitsLong(t *testing.T) {
 	if err := writer.Flush(ctx); err != nil {
 		t.Fatalf("write the level's records: %v", err)
 	}
-	full := func() bool {
+	// The level's share, and how full it is, for a failure to show.
+	levelShare := func() (full bool, state string) {
 		f.mu.Lock()
 		defer f.mu.Unlock()
 		for _, w := range f.workers {
 			w.mu.Lock()
-			full := w.source == level && w.buf.full
+			if w.source == level {
+				full, state = w.buf.full, fmt.Sprintf("%d of %d bytes held in %d partitions", w.buf.bytes, w.buf.limit, len(w.parts))
+			}
 			w.mu.Unlock()
-			if full {
-				return true
-			}
 		}
-		return false
+		return full, state
 	}
-	for end := time.Now().Add(20 * time.Second); !full(); {
-		if time.Now().After(end) {
-			f.mu.Lock()
-			for _, w := range f.workers {
-				w.mu.Lock()
-				t.Logf("%s: bytes %d limit %d peak %d full %v parts %d", w.source, w.buf.bytes, w.buf.limit, w.buf.peak, w.buf.full, len(w.parts))
-				w.mu.Unlock()
-			}
-			f.mu.Unlock()
-			t.Fatal("the level's share was not full within 20s of writing 2 MB to it")
+	for end := time.Now().Add(20 * time.Second); ; time.Sleep(50 * time.Millisecond) {
+		full, state := levelShare()
+		if full {
+			break
 		}
-		time.Sleep(50 * time.Millisecond)
+		if time.Now().After(end) {
+			t.Fatalf("the level's share was not full within 20s of writing 2 MB to it: %s", state)
+		}
 	}
 	if !fetches.quietFor(2*time.Second, 15*time.Second) {
 		t.Fatalf("with the level full of records due in a minute, the forwarder fetched at least every 2s for 15s (IdleFetchMaxWait %s)", cfg.IdleFetchMaxWait)
