@@ -23,13 +23,28 @@ func (l *lastFetch) OnBrokerWrite(_ kgo.BrokerMetadata, key int16, _ int, _, _ t
 	}
 }
 
-// quietFor waits until the client sent no fetch for d, for at most
-// deadline, and reports whether it did.
+// quietFor waits until the client, having fetched once, sent no fetch for
+// d, for at most deadline, and reports whether it did. A client that has
+// not fetched yet is not quiet: it is still joining its group, which takes
+// seconds on a real broker.
 func (l *lastFetch) quietFor(d, deadline time.Duration) bool {
 	tick := time.NewTicker(100 * time.Millisecond)
 	defer tick.Stop()
 	for end := time.Now().Add(deadline); time.Now().Before(end); <-tick.C {
-		if time.Since(time.Unix(0, l.at.Load())) > d {
+		if at := l.at.Load(); at != 0 && time.Since(time.Unix(0, at)) > d {
+			return true
+		}
+	}
+	return false
+}
+
+// fetched waits for the client's first fetch, for at most deadline, and
+// reports whether it came.
+func (l *lastFetch) fetched(deadline time.Duration) bool {
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	for end := time.Now().Add(deadline); time.Now().Before(end); <-tick.C {
+		if l.at.Load() != 0 {
 			return true
 		}
 	}
@@ -88,6 +103,9 @@ func TestIdleFetchWaitOff(t *testing.T) {
 	fetches := &lastFetch{}
 	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
 	fx.start(cfg)
+	if !fetches.fetched(30 * time.Second) {
+		t.Fatal("the forwarder sent no fetch within 30s of its start")
+	}
 	if fetches.quietFor(time.Second, 5*time.Second) {
 		t.Fatalf("with idle-fetch-max-wait equal to fetch-max-wait (%s), the idle client went a second without a fetch", DefaultFetchMaxWait)
 	}
