@@ -94,13 +94,15 @@ func NewGroupTransactSession(opts ...Opt) (*GroupTransactSession, error) {
 		cfg.onRevoked = func(ctx context.Context, cl *Client, rev map[string][]int32) {
 			s.failMu.Lock()
 			defer s.failMu.Unlock()
-			if s.revoked {
-				return
-			}
 
-			if cl.consumer.g.cooperative.Load() && len(rev) == 0 && !s.revoked {
+			// A revoke after the first, before the next End, is still
+			// the user's to hear of: its partitions are gone as well
+			// (kdelay's patch; upstream returned here).
+			switch {
+			case s.revoked:
+			case cl.consumer.g.cooperative.Load() && len(rev) == 0:
 				cl.cfg.logger.Log(LogLevelInfo, "transact session in on_revoke with nothing to revoke; allowing next commit")
-			} else {
+			default:
 				cl.cfg.logger.Log(LogLevelInfo, "transact session in on_revoke; aborting next commit if we are currently in a transaction")
 				s.revoked = true
 				close(s.revokedCh)
@@ -115,13 +117,13 @@ func NewGroupTransactSession(opts ...Opt) (*GroupTransactSession, error) {
 		cfg.onLost = func(ctx context.Context, cl *Client, lost map[string][]int32) {
 			s.failMu.Lock()
 			defer s.failMu.Unlock()
-			if s.lost {
-				return
-			}
 
-			cl.cfg.logger.Log(LogLevelInfo, "transact session in on_lost; aborting next commit if we are currently in a transaction")
-			s.lost = true
-			close(s.lostCh)
+			// As in onRevoked: every loss is the user's to hear of.
+			if !s.lost {
+				cl.cfg.logger.Log(LogLevelInfo, "transact session in on_lost; aborting next commit if we are currently in a transaction")
+				s.lost = true
+				close(s.lostCh)
+			}
 
 			if userLost != nil {
 				userLost(ctx, cl, lost)
@@ -1264,6 +1266,18 @@ func (cl *Client) commitTransactionOffsets(
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()
+
+	// prepareTxnOffsetCommit read the generation before waitJoinSyncMu,
+	// which may have waited for a join and sync: the group refuses the
+	// generation before it (ILLEGAL_GENERATION) and End aborts a
+	// transaction whose partitions the rebalance left with us. A revoke
+	// or loss in that rebalance has failed the session, so End aborts
+	// such a transaction itself. Commit under the generation held now, as
+	// commit does (kdelay's patch). An invalid one (the member left) is
+	// not taken: the broker would count the commit an admin's.
+	if memberID, generation := g.memberGen.load(); generation >= 0 {
+		req.MemberID, req.Generation = memberID, generation
+	}
 
 	g.commitTxn(ctx, tx890p2, req, unblockJoinSync)
 	return g
