@@ -18,9 +18,11 @@ import (
 )
 
 // TestServeConnectionsPerBroker: a serve talks to its brokers with two
-// Kafka clients, the forwarders' in their group and one outside it, and so
-// holds at most two clients' worth of connections, 5 a broker each
-// (produce, fetch, group or slow, other, and a seed's), counted from its
+// Kafka clients, the forwarders' in their group and one outside it, and
+// holds at most 5 connections a broker and 4 more (issue 21's goal; each
+// client has a produce, fetch, group or slow, and other connection to a
+// broker, and none of a seed's own: third_party/franz-go sends a seed's
+// turn to the broker at its address), counted from its
 // start until a schedule's first occurrence is delivered: the forwarders,
 // the control reader, the admin listener and the scheduler have then all
 // connected, and none of start-up's connections has been idle the 20 s
@@ -71,8 +73,8 @@ func TestServeConnectionsPerBroker(t *testing.T) {
 		t.Fatal("no occurrence of the schedule delivered within 30s")
 	}
 	stopSampling()
-	if limit := 2 * 5 * len(ports); peak.Load() > int64(limit) {
-		t.Errorf("serve held %d connections to %d broker(s) at its peak, want at most %d (two clients, 5 a broker each)", peak.Load(), len(ports), limit)
+	if limit := 5*len(ports) + 4; peak.Load() > int64(limit) {
+		t.Errorf("serve held %d connections to %d broker(s) at its peak, want at most %d (5 a broker and 4 more)", peak.Load(), len(ports), limit)
 	}
 	t.Logf("peak: %d connections to %d broker(s)", peak.Load(), len(ports))
 }

@@ -923,6 +923,19 @@ func (cl *Client) broker() *broker {
 	b = seeds[cl.anySeedIdx]
 	cl.anySeedIdx++
 
+	// A seed at a discovered broker's address is that broker: its turn
+	// goes on the broker's connections. On connections of its own, one
+	// request a round kept them from going idle, beside the broker's
+	// (kdelay's patch). A seed at another address, a load balancer's
+	// for one, keeps its own, and reaches the cluster as before when
+	// every discovered broker is down.
+	for _, known := range cl.brokers {
+		if known.addr == b.addr {
+			b = known
+			break
+		}
+	}
+
 	// If we have brokers, we ranged past discovered brokers.
 	// We now reset the anyBrokerOrd to begin ranging through
 	// discovered brokers again. If there are still no brokers,
@@ -1284,10 +1297,13 @@ func (cl *Client) updateBrokers(brokers []kmsg.MetadataResponseBroker) {
 	// broker already contend with stopForever via b.dead /
 	// errChosenBrokerDead, and the broker is out of cl.brokers the moment
 	// we unlock (UpdateSeedBrokers already stops its old seeds this way).
-	var stopped []*broker
+	var stopped, reaped []*broker
 	defer func() {
 		for _, b := range stopped {
 			b.stopForever()
+		}
+		for _, b := range reaped {
+			b.reapConnections(0)
 		}
 	}()
 
@@ -1336,6 +1352,15 @@ func (cl *Client) updateBrokers(brokers []kmsg.MetadataResponseBroker) {
 
 	cl.brokers = newBrokers
 	cl.reinitAnyBrokerOrd()
+
+	// A seed at a discovered broker's address is now reached through that
+	// broker (see broker): its connections that wait for nothing close
+	// now, not once idle for ConnIdleTimeout (kdelay's patch).
+	for _, seed := range cl.loadSeeds() {
+		if slices.ContainsFunc(newBrokers, func(b *broker) bool { return b.addr == seed.addr }) {
+			reaped = append(reaped, seed)
+		}
+	}
 }
 
 // brokerRacks returns a map of broker node ID to rack for all known brokers
