@@ -91,10 +91,10 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		topics = append(topics, topic)
 	}
 	taken := new(atomic.Uint64)
-	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken)...)
+	gate, hold, wait := &pollGate{}, newPollHold(holdMax(&f.cfg)), newFetchWait(&f.cfg)
+	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken, wait)...)
 	opts = append(opts, f.cfg.ClientOpts...)
 	opts = append(opts, sharedClientOpts(f.cfg.Observer)...)
-	gate, hold, wait := &pollGate{}, newPollHold(holdMax(&f.cfg)), newFetchWait(&f.cfg)
 	opts = append(opts, kgo.WithHooks(fetchHook{wait}))
 	if f.cfg.Delivery == ExactlyOnce {
 		opts = append(opts, kgo.OnOffsetsFetched(func(_ context.Context, _ *kgo.Client, resp *kmsg.OffsetFetchResponse) error {

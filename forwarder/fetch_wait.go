@@ -25,16 +25,24 @@ import (
 // it needs prompt fetches (need), and the wait is short from
 // IdleFetchMaxWait plus pressedLead (a round trip) before the earliest. The
 // fetch the client sends after one that brought records goes out as they are
-// polled, before any worker looked at them, so records fetched keep the wait
-// short for pressedLead too (fetched): a worker they fill, or a schedule they
-// bring, has said what it needs by then.
+// polled, before any worker looked at them, so the wait stays short for
+// busyFor after records were fetched (busy): a worker they fill, or a
+// schedule they bring, has said what it needs by then. Partitions the group
+// assigns join the fetch only once the one in flight ends, so an assignment,
+// and the client's start, make the wait short likewise: with a long fetch in
+// flight, the partitions a process took over in a rolling restart on the
+// 3-node cluster waited for it, and every record due in that second came
+// 5.5s late (docs/RELIABILITY.md, "A rolling restart and the idle wait").
+// What is left: partitions assigned to a process idle for longer than
+// busyFor, with no round before, wait for the fetch in flight, up to
+// IdleFetchMaxWait; ending that fetch would take the client's help.
 type fetchWait struct {
 	short, long time.Duration
 	now         func() time.Time
 
-	// active is when records were last fetched, in Unix nanoseconds;
-	// isLong says the client's wait is long now, so that fetched, which
-	// runs for every batch fetched, takes the lock only to shorten it.
+	// active is when the client was last busy, in Unix nanoseconds; isLong
+	// says the client's wait is long now, so that busy, which runs for
+	// every batch fetched, takes the lock only to shorten it.
 	active atomic.Int64
 	isLong atomic.Bool
 
@@ -66,6 +74,7 @@ func (f *fetchWait) start(cl *kgo.Client) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cl = cl
+	f.active.Store(f.now().UnixNano())
 	f.apply()
 }
 
@@ -101,8 +110,19 @@ func (f *fetchWait) need(who any, at time.Time) {
 	f.apply()
 }
 
-// fetched notes that a fetch brought records.
-func (f *fetchWait) fetched() {
+// busyFor is how long the wait stays short after the client was busy. A
+// worker that records fetched reach has said what it needs within a
+// pressedLead; a cooperative rebalance assigns in two rounds, the second
+// once the members that gave partitions up have rejoined, a second or so
+// on the 3-node cluster.
+const busyFor = 2 * time.Second
+
+// busy notes that a fetch brought records or the group moved partitions.
+// f may be nil: a stage's own client has no fetchWait.
+func (f *fetchWait) busy() {
+	if f == nil {
+		return
+	}
 	f.active.Store(f.now().UnixNano())
 	if f.isLong.Load() {
 		f.mu.Lock()
@@ -122,7 +142,7 @@ func (f *fetchWait) apply() {
 	for _, at := range f.needs {
 		soonest = earliest(soonest, at)
 	}
-	quiet := time.Unix(0, f.active.Load()).Add(pressedLead)
+	quiet := time.Unix(0, f.active.Load()).Add(busyFor)
 	ahead := now.Add(f.long + pressedLead)
 	wait, next := f.long, time.Time{}
 	switch {
@@ -163,5 +183,5 @@ func (f *fetchWait) fire() {
 type fetchHook struct{ f *fetchWait }
 
 func (h fetchHook) OnFetchBatchRead(kgo.BrokerMetadata, string, int32, kgo.FetchBatchMetrics) {
-	h.f.fetched()
+	h.f.busy()
 }

@@ -183,3 +183,71 @@ func checkIDs(t *testing.T, ids map[string]int, want ...string) {
 		}
 	}
 }
+
+// Partitions the group assigns while a fetch is in flight join the fetch
+// only once it ends. A process that starts takes its partitions in two
+// rounds of a cooperative rebalance: those no member owns at once, the
+// others once their owner gave them up. When the first round's fetch found
+// nothing and waited IdleFetchMaxWait, the second round's partitions waited
+// with it: in a rolling restart on the 3-node cluster every record due in
+// that second came 5.5s late. Here the first round is a level only the new
+// forwarder has, and the wait one minute.
+func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	cfg := fx.cfg
+	cfg.IdleFetchMaxWait = time.Minute
+	cfg.Partitions = 4
+	more := cfg // before the hook: the second forwarder's fetches are not counted
+	cfg.InstanceID = "first"
+	fetches := &lastFetch{}
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.WithHooks(fetches))
+	arrived := fx.cluster.Collect(fx.target)
+	first, _ := fx.start(cfg)
+	ingress, level := cfg.Topics.Ingress(), cfg.Topics.Level("1s")
+	waitFor(t, 30*time.Second, "the first forwarder to own every ingress partition", func() bool {
+		return len(first.owners.of(ingress)) == int(cfg.Partitions)
+	})
+	if !fetches.quietFor(2*time.Second, 30*time.Second) {
+		t.Fatal("the first forwarder did not turn idle within 30s")
+	}
+
+	// The second forwarder reads a level the first does not: the group
+	// assigns its partitions in the first round, and they stay empty.
+	more.Levels, more.InstanceID = mustParse(t, "1s", "1m"), "second"
+	second, _ := fx.start(more)
+	took := func() map[string][]int32 {
+		return map[string][]int32{ingress: second.owners.of(ingress), level: second.owners.of(level)}
+	}
+	waitFor(t, 30*time.Second, "the second forwarder to take partitions from the first", func() bool {
+		m := took()
+		return len(m[ingress])+len(m[level]) > 0
+	})
+
+	// A record due at once in each partition it took in the second round.
+	writer := fx.cluster.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	for topic, ps := range took() {
+		for _, p := range ps {
+			id := fmt.Sprintf("%s-%d", topic, p)
+			ids = append(ids, id)
+			r := &kgo.Record{Topic: topic, Partition: p, Value: []byte(id), Timestamp: time.Now()}
+			if topic == ingress {
+				r.Headers = []kgo.RecordHeader{{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+					{Key: kdelay.HeaderDelay, Value: []byte("0")}, {Key: kdelay.HeaderID, Value: []byte(id)}}
+			} else {
+				r.Headers = kdelay.AppendHop([]kgo.RecordHeader(nil), fx.target, id, time.Now())
+			}
+			if err := writer.ProduceSync(ctx, r).FirstErr(); err != nil {
+				t.Fatalf("write to %s partition %d: %v", topic, p, err)
+			}
+		}
+	}
+	if got := arrived.Until(20*time.Second, atLeast(len(ids))); len(got) < len(ids) {
+		t.Fatalf("%d of %d records due at once in the partitions the second round assigned were delivered within 20s: they waited for a fetch of IdleFetchMaxWait (%s)",
+			len(got), len(ids), cfg.IdleFetchMaxWait)
+	}
+	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
+}
