@@ -28,7 +28,7 @@ import (
 func stageCallbacks(workers map[string]*worker, readers map[string]Reader, taken *atomic.Uint64, wait *fetchWait) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
-			wait.busy() // before the partitions' first fetch
+			wait.assigned() // before the partitions' first fetch
 			eachStage(workers, readers, got, func(w *worker, ids []int32) { w.onAssigned(ids) }, Reader.Assigned)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {

@@ -27,15 +27,16 @@ import (
 // fetch the client sends after one that brought records goes out as they are
 // polled, before any worker looked at them, so the wait stays short for
 // busyFor after records were fetched (busy): a worker they fill, or a
-// schedule they bring, has said what it needs by then. Partitions the group
-// assigns join the fetch only once the one in flight ends, so an assignment,
-// and the client's start, make the wait short likewise: with a long fetch in
-// flight, the partitions a process took over in a rolling restart on the
-// 3-node cluster waited for it, and every record due in that second came
-// 5.5s late (docs/RELIABILITY.md, "A rolling restart and the idle wait").
-// What is left: partitions assigned to a process idle for longer than
-// busyFor, with no round before, wait for the fetch in flight, up to
-// IdleFetchMaxWait; ending that fetch would take the client's help.
+// schedule they bring, has said what it needs by then.
+//
+// A need that comes sooner than that lead, and partitions the group
+// assigns, would wait for the long fetch in flight to their broker: the
+// wait turns short and ends such fetches (apply's cut; the client's
+// EndFetchesLongerThan, third_party/franz-go). Without it, in a rolling
+// restart on the 3-node cluster, the partitions a process took in a
+// rebalance's second round waited for the fetch of its first, and every
+// record due in that second came 5.5s late (docs/RELIABILITY.md, "A rolling
+// restart and the idle wait").
 type fetchWait struct {
 	short, long time.Duration
 	now         func() time.Time
@@ -75,7 +76,7 @@ func (f *fetchWait) start(cl *kgo.Client) {
 	defer f.mu.Unlock()
 	f.cl = cl
 	f.active.Store(f.now().UnixNano())
-	f.apply()
+	f.apply(false)
 }
 
 // stop ends the changes, when the client closes.
@@ -107,33 +108,42 @@ func (f *fetchWait) need(who any, at time.Time) {
 	} else {
 		f.needs[who] = at
 	}
-	f.apply()
+	f.apply(true)
 }
 
-// busyFor is how long the wait stays short after the client was busy. A
-// worker that records fetched reach has said what it needs within a
-// pressedLead; a cooperative rebalance assigns in two rounds, the second
-// once the members that gave partitions up have rejoined, a second or so
-// on the 3-node cluster.
-const busyFor = 2 * time.Second
+// busyFor is how long the wait stays short after records were fetched: a
+// worker they reach has said what it needs by then.
+const busyFor = pressedLead
 
-// busy notes that a fetch brought records or the group moved partitions.
-// f may be nil: a stage's own client has no fetchWait.
+// busy notes that a fetch brought records.
 func (f *fetchWait) busy() {
-	if f == nil {
-		return
-	}
 	f.active.Store(f.now().UnixNano())
 	if f.isLong.Load() {
 		f.mu.Lock()
 		defer f.mu.Unlock()
-		f.apply()
+		f.apply(false)
 	}
 }
 
+// assigned notes that the group assigned partitions, which the client
+// fetches once its fetch in flight to their broker ends: a long one ends at
+// once. f may be nil: a stage's own client has no fetchWait.
+func (f *fetchWait) assigned() {
+	if f == nil || f.short >= f.long {
+		return
+	}
+	f.active.Store(f.now().UnixNano())
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.apply(true)
+}
+
 // apply sets the client's wait for now, and the timer for when it must
-// change next. mu must be held.
-func (f *fetchWait) apply() {
+// change next; with cut, a short wait ends the long fetches in flight too:
+// a need that came sooner than the lead, or partitions assigned, would wait
+// for them. A need the timer turns short for (fire) needs no cut: the long
+// fetch in flight ends a pressedLead before it. mu must be held.
+func (f *fetchWait) apply(cut bool) {
 	if f.cl == nil || f.closed {
 		return
 	}
@@ -157,6 +167,9 @@ func (f *fetchWait) apply() {
 		f.cl.UpdateFetchMaxWait(wait)
 		f.isLong.Store(long)
 	}
+	if cut && wait == f.short {
+		f.cl.EndFetchesLongerThan(wait)
+	}
 	if next.Equal(f.next) {
 		return
 	}
@@ -176,7 +189,7 @@ func (f *fetchWait) fire() {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.next = time.Time{}
-	f.apply()
+	f.apply(false)
 }
 
 // fetchHook tells a fetchWait of every batch its client fetches.

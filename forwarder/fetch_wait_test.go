@@ -251,3 +251,59 @@ func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 	}
 	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
 }
+
+// A process idle for longer than busyFor holds a fetch of IdleFetchMaxWait
+// in flight. When a member leaves, the group assigns it the member's
+// partitions, which join its fetch only once that one ends: the records a
+// stopping process hands back, or that fall due meanwhile, waited up to
+// IdleFetchMaxWait. The patched client ends a fetch in flight whose wait is
+// longer than a new, shorter one (third_party/franz-go).
+func TestIdleSurvivorFetchesPartitionsAtOnce(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	cfg := fx.cfg
+	cfg.IdleFetchMaxWait = time.Minute
+	cfg.Partitions = 4
+	stays, leaves := cfg, cfg
+	stays.InstanceID, leaves.InstanceID = "stays", "leaves"
+	quiet := []*lastFetch{{}, {}}
+	stays.ClientOpts = append(stays.ClientOpts, kgo.WithHooks(quiet[0]))
+	leaves.ClientOpts = append(leaves.ClientOpts, kgo.WithHooks(quiet[1]))
+	arrived := fx.cluster.Collect(fx.target)
+	survivor, _ := fx.start(stays)
+	leaver, stop := fx.start(leaves)
+	ingress := cfg.Topics.Ingress()
+	waitFor(t, 30*time.Second, "both forwarders to own ingress partitions", func() bool {
+		return len(survivor.owners.of(ingress)) > 0 && len(leaver.owners.of(ingress)) > 0
+	})
+	for i, q := range quiet {
+		if !q.quietFor(2*time.Second, 30*time.Second) {
+			t.Fatalf("forwarder %d did not turn idle within 30s", i)
+		}
+	}
+	moved := leaver.owners.of(ingress)
+	stop()
+	waitFor(t, 30*time.Second, "the survivor to take the leaver's ingress partitions", func() bool {
+		return len(survivor.owners.of(ingress)) == int(cfg.Partitions)
+	})
+
+	writer := fx.cluster.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var ids []string
+	for _, p := range moved {
+		id := "moved-" + strconv.Itoa(int(p))
+		ids = append(ids, id)
+		r := &kgo.Record{Topic: ingress, Partition: p, Value: []byte(id), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
+			{Key: kdelay.HeaderID, Value: []byte(id)}}}
+		if err := writer.ProduceSync(ctx, r).FirstErr(); err != nil {
+			t.Fatalf("write to ingress partition %d: %v", p, err)
+		}
+	}
+	if got := arrived.Until(20*time.Second, atLeast(len(ids))); len(got) < len(ids) {
+		t.Fatalf("%d of %d records due at once in the partitions the survivor took over were delivered within 20s: they waited for its fetch of IdleFetchMaxWait (%s)",
+			len(got), len(ids), cfg.IdleFetchMaxWait)
+	}
+	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
+}

@@ -742,15 +742,26 @@ func (cl *Client) UpdateFetchMaxBytes(maxBytes, maxPartBytes int32) {
 
 // UpdateFetchMaxWait updates how long a broker may hold a fetch that has not
 // reached the minimum bytes (see FetchMaxWait). A fetch already in flight
-// keeps the wait it was sent with; the next fetch to each broker uses the new
-// one. Waits below 10ms are raised to 10ms, as FetchMaxWait requires.
+// keeps the wait it was sent with (see EndFetchesLongerThan); the next fetch
+// to each broker uses the new one. Waits below 10ms are raised to 10ms, as
+// FetchMaxWait requires.
 //
 // A client that pauses and resumes often can wait briefly while a resume may
-// come soon, since a resumed partition is fetched only after its broker's
-// in-flight fetch ends, and long while none can, so that an idle client sends
-// few requests.
+// come soon, since a resumed or newly assigned partition is fetched only
+// after its broker's in-flight fetch ends, and long while none can, so that
+// an idle client sends few requests.
 func (cl *Client) UpdateFetchMaxWait(wait time.Duration) {
 	cl.cfg.maxWait.store(int32(max(wait, 10*time.Millisecond).Milliseconds()))
+}
+
+// EndFetchesLongerThan ends every fetch in flight that was sent with a wait
+// longer than wait; each broker's next fetch goes out at once, with the
+// client's wait now. Ending a fetch closes its broker's fetch connection, and
+// the next fetch opens another and a new fetch session, so this is for when
+// a partition resumed or assigned must not wait for a long fetch to end.
+func (cl *Client) EndFetchesLongerThan(wait time.Duration) {
+	ms := int32(max(wait, 10*time.Millisecond).Milliseconds())
+	cl.allSources(func(s *source) { s.inflight.endIfLonger(ms) })
 }
 
 // PauseFetchTopics sets the client to no longer fetch the given topics and

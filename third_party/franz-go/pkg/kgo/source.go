@@ -43,6 +43,8 @@ type source struct {
 
 	session fetchSession // supports fetch sessions as per KIP-227
 
+	inflight inflightFetch // the fetch in flight, for EndFetchesLongerThan
+
 	cursorsMu    xsync.Mutex
 	cursors      []*cursor // contains all partitions being consumed on this source
 	cursorsStart int       // incremented every fetch req to ensure all partitions are fetched
@@ -1010,14 +1012,24 @@ func (s *source) fetch(consumerSession *consumerSession, doneFetch chan<- bool) 
 		return fetched
 	}
 
-	// The request returns early if our session stops.
-	ctx := consumerSession.ctx
+	// The request returns early if our session stops, or if
+	// EndFetchesLongerThan ends it (inflightFetch).
+	ctx := s.inflight.begin(consumerSession.ctx, req.maxWait)
+	defer s.inflight.end()
 	var kresp kmsg.Response
 	br, err := s.cl.brokerOrErr(ctx, s.nodeID, errUnknownBroker)
 	if err == nil {
 		kresp, err = br.waitResp(ctx, req)
 	}
 	if err != nil && ctx.Err() != nil {
+		if consumerSession.ctx.Err() == nil {
+			// Ended by EndFetchesLongerThan: the broker may have
+			// taken the request into its fetch session, whose
+			// answer we dropped, so start a new session, and
+			// fetch again at once.
+			s.session.reset()
+			return true
+		}
 		return fetched
 	}
 	fetched = true
@@ -3139,4 +3151,43 @@ func (s *source) addShareCursor(add *shareCursor) {
 		s.signalShareAcks()
 	}
 	s.maybeShareConsume()
+}
+
+// inflightFetch is a source's fetch in flight and the wait it was sent with,
+// so that EndFetchesLongerThan can end it (kdelay's patch): a partition
+// resumed or assigned meanwhile is fetched only once it ends.
+type inflightFetch struct {
+	mu     xsync.Mutex
+	cancel context.CancelFunc
+	waitMs int32
+}
+
+// begin returns the context of a fetch sent with waitMs.
+func (f *inflightFetch) begin(ctx context.Context, waitMs int32) context.Context {
+	ctx, cancel := context.WithCancel(ctx)
+	f.mu.Lock()
+	f.cancel, f.waitMs = cancel, waitMs
+	f.mu.Unlock()
+	return ctx
+}
+
+// end releases the fetch's context once it returned.
+func (f *inflightFetch) end() {
+	f.mu.Lock()
+	cancel := f.cancel
+	f.cancel = nil
+	f.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
+}
+
+// endIfLonger ends the fetch in flight if it was sent with a longer wait
+// than waitMs.
+func (f *inflightFetch) endIfLonger(waitMs int32) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.cancel != nil && f.waitMs > waitMs {
+		f.cancel()
+	}
 }
