@@ -256,8 +256,8 @@ func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 // in flight. When a member leaves, the group assigns it the member's
 // partitions, which join its fetch only once that one ends: the records a
 // stopping process hands back, or that fall due meanwhile, waited up to
-// IdleFetchMaxWait. The patched client ends a fetch in flight whose wait is
-// longer than a new, shorter one (third_party/franz-go).
+// IdleFetchMaxWait. An assignment now ends the long fetch in flight
+// (Client.EndFetchesLongerThan, third_party/franz-go).
 func TestIdleSurvivorFetchesPartitionsAtOnce(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s"})
