@@ -75,7 +75,7 @@ func (f *fetchWait) start(cl *kgo.Client) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cl = cl
-	f.active.Store(f.now().UnixNano()) // as busy as an assignment: its group's first comes next
+	f.active.Store(f.now().UnixNano()) // short for busyFor: the group assigns next
 	f.apply(false)
 }
 
