@@ -26,7 +26,7 @@ import (
 // IdleFetchMaxWait plus pressedLead (a round trip) before the earliest. The
 // fetch the client sends after one that brought records goes out as they are
 // polled, before any worker looked at them, so the wait stays short for
-// busyFor after records were fetched (busy): a worker they fill, or a
+// pressedLead after records were fetched (busy): a worker they fill, or a
 // schedule they bring, has said what it needs by then.
 //
 // A need that comes sooner than that lead, and partitions the group
@@ -47,12 +47,13 @@ type fetchWait struct {
 	active atomic.Int64
 	isLong atomic.Bool
 
-	mu     sync.Mutex
-	cl     *kgo.Client
-	needs  map[any]time.Time // from when each party needs prompt fetches
-	timer  *time.Timer       // runs apply when the wait must next change
-	next   time.Time         // when timer runs; the zero time if stopped
-	closed bool
+	mu      sync.Mutex
+	cl      *kgo.Client
+	needs   map[any]time.Time // from when each party needs prompt fetches
+	shortAt time.Time         // when the wait last turned short
+	timer   *time.Timer       // runs apply when the wait must next change
+	next    time.Time         // when timer runs; the zero time if stopped
+	closed  bool
 }
 
 // atOnce is a need that has come: the same time at every call, so that a
@@ -75,7 +76,6 @@ func (f *fetchWait) start(cl *kgo.Client) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cl = cl
-	f.active.Store(f.now().UnixNano()) // short for busyFor: the group assigns next
 	f.apply(false)
 }
 
@@ -110,10 +110,6 @@ func (f *fetchWait) need(who any, at time.Time) {
 	}
 	f.apply(true)
 }
-
-// busyFor is how long the wait stays short after records were fetched: a
-// worker they reach has said what it needs by then.
-const busyFor = pressedLead
 
 // busy notes that a fetch brought records.
 func (f *fetchWait) busy() {
@@ -152,7 +148,7 @@ func (f *fetchWait) apply(cut bool) {
 	for _, at := range f.needs {
 		soonest = earliest(soonest, at)
 	}
-	quiet := time.Unix(0, f.active.Load()).Add(busyFor)
+	quiet := time.Unix(0, f.active.Load()).Add(pressedLead)
 	ahead := now.Add(f.long + pressedLead)
 	wait, next := f.long, time.Time{}
 	switch {
@@ -166,8 +162,13 @@ func (f *fetchWait) apply(cut bool) {
 	if long := wait == f.long; long != f.isLong.Load() {
 		f.cl.UpdateFetchMaxWait(wait)
 		f.isLong.Store(long)
+		if !long {
+			f.shortAt = now
+		}
 	}
-	if cut && wait == f.short {
+	// A fetch sent long ends within the long wait of the turn to short:
+	// no need can find one later, and a worker's cycle need not look.
+	if cut && wait == f.short && now.Before(f.shortAt.Add(f.long)) {
 		f.cl.EndFetchesLongerThan(wait)
 	}
 	if next.Equal(f.next) {

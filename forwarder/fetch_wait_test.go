@@ -252,7 +252,7 @@ func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
 }
 
-// A process idle for longer than busyFor holds a fetch of IdleFetchMaxWait
+// A process idle for longer than pressedLead holds a fetch of IdleFetchMaxWait
 // in flight. When a member leaves, the group assigns it the member's
 // partitions, which join its fetch only once that one ends: the records a
 // stopping process hands back, or that fall due meanwhile, waited up to
