@@ -46,6 +46,10 @@ func stageCallbacks(workers map[string]*worker, readers map[string]Reader, taken
 			taken.Add(1)
 		}),
 		kgo.AdjustFetchOffsetsFn(func(ctx context.Context, offsets map[string]map[int32]kgo.Offset) (map[string]map[int32]kgo.Offset, error) {
+			// The partitions join the fetches once their offsets are in,
+			// which can be long after the assignment (RequireStable waits
+			// out the last owner's transaction).
+			defer wait.assigned()
 			for topic, w := range workers {
 				w.adjustOffsets(ctx, offsets[topic])
 			}

@@ -121,9 +121,12 @@ func (f *fetchWait) busy() {
 	}
 }
 
-// assigned notes that the group assigned partitions, which the client
-// fetches once its fetch in flight to their broker ends: a long one ends at
-// once. f may be nil: a stage's own client has no fetchWait.
+// assigned notes that the group assigned partitions, and again that their
+// offsets came: the client fetches them from then on, once its fetch in
+// flight to their broker ends, and a long one ends at once. Both, because the
+// offsets can come after the short spell the assignment started: in
+// exactly-once they wait for the last owner's transaction to end. f may be
+// nil: a stage's own client has no fetchWait.
 func (f *fetchWait) assigned() {
 	if f == nil || f.short >= f.long {
 		return
