@@ -339,7 +339,7 @@ func (t *txnLoop) begin(run context.Context) error {
 // the broker takes it or run ends. Nothing can be delivered meanwhile: the
 // records the transaction holds are read again after it.
 func (t *txnLoop) abortOpen(run context.Context) error {
-	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, resolveBackoffMax) {
 		ctx, cancel := context.WithTimeout(run, t.cfg.ShutdownTimeout)
 		_, err := t.sess.End(ctx, kgo.TryAbort)
 		cancel()

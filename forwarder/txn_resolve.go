@@ -44,13 +44,17 @@ func (w *worker) groupAtMost(tried map[int32]txnPoint) map[int32]txnPoint {
 // each worker's groupAtMost from before it. Only a partition a worker still
 // owns, moved past before, decides; with none, the transaction counts as
 // aborted and is replayed, as before: at worst records are delivered twice,
-// never lost. So does a group that cannot be read for a transaction timeout
-// (an ACL, a coordinator away for long): the process must not wait on it for
-// ever.
+// never lost. So does a group the broker refuses to read for a transaction
+// timeout (an ACL): the process must not wait on it for ever. A group that
+// does not answer (its coordinator away, the cluster without a quorum) is
+// asked again for as long as it takes, every resolveBackoffMax at most: on
+// the 3-node cluster two nodes down for 20s outlasted the timeout, and the
+// replay of a transaction that had committed delivered its records twice
+// (TestUnconfirmedCommitOutlastsAGroupAway).
 func (t *txnLoop) committedAfterAll(run context.Context, points, before map[*worker]map[int32]txnPoint) bool {
 	adm := kadm.NewClient(t.sess.Client())
 	giveUp := time.Now().Add(txnTimeout(t.cfg))
-	for backoff := retryBackoffMin; ; backoff = min(2*backoff, retryBackoffMax) {
+	for backoff := retryBackoffMin; ; backoff = min(2*backoff, resolveBackoffMax) {
 		ctx, cancel := context.WithTimeout(run, t.cfg.ShutdownTimeout)
 		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), t.cfg.Group)
 		cancel()
@@ -74,7 +78,7 @@ func (t *txnLoop) committedAfterAll(run context.Context, points, before map[*wor
 		if run.Err() != nil {
 			return false
 		}
-		if time.Now().After(giveUp) {
+		if refusedForGood(err) && time.Now().After(giveUp) {
 			t.log.Warn("transaction_outcome_unknown", "replay", true, "err", err)
 			return false
 		}
@@ -85,6 +89,22 @@ func (t *txnLoop) committedAfterAll(run context.Context, points, before map[*wor
 		case <-time.After(backoff):
 		}
 	}
+}
+
+// resolveBackoffMax is the longest wait between two tries at ending a
+// transaction, or at reading its outcome, while the cluster does not answer.
+// Every stage waits for them, so the wait after the cluster is back is all
+// lateness: with retryBackoffMax's 30s, a process forwarded nothing for 10s
+// after a quorum came back. One request a second to a cluster that is away
+// costs nothing worth saving.
+const resolveBackoffMax = time.Second
+
+// refusedForGood reports whether err is the broker's answer that it will not
+// do what was asked (an ACL, a bad request), which asking again does not
+// change, rather than a broker that is away, moving or not ready.
+func refusedForGood(err error) bool {
+	var ke *kerr.Error
+	return errors.As(err, &ke) && !ke.Retriable
 }
 
 // owned is the points of partitions the worker still owns.

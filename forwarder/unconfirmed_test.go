@@ -3,6 +3,7 @@ package forwarder
 import (
 	"context"
 	"net"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -13,6 +14,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
+	"github.com/kdelay/kdelay"
 	"github.com/kdelay/kdelay/kafkatest"
 )
 
@@ -48,7 +50,10 @@ func (c *conns) cut() {
 // not found before the end of the transaction gives up: the outcome must be
 // resolved, not assumed. Taking it for an abort replayed the transaction's
 // records on top of the committed ones, and a read_committed consumer saw
-// them twice (issue 20: 22 and 992 copies on a 3-node cluster).
+// them twice (issue 20: 22 and 992 copies on a 3-node cluster). Here the
+// coordinator answers again before the end gives up (endWithinFor), whose
+// retried EndTxn hears the commit; TestUnconfirmedCommitOutlastsAGroupAway
+// has the end give up, and the outcome read from the group.
 func TestUnconfirmedCommit(t *testing.T) {
 	t.Parallel()
 	fx := setup(t, []string{"1s"})
@@ -159,4 +164,95 @@ func TestOutcome(t *testing.T) {
 			t.Errorf("%s: outcome = %v decided by %d, want %v by %d", c.name, committed, decided, c.committed, c.decided)
 		}
 	}
+}
+
+// TestUnconfirmedCommitOutlastsAGroupAway: the commit is applied and its
+// answer lost, as in TestUnconfirmedCommit, and then the group cannot be
+// read for longer than a transaction's timeout, as when two of three nodes
+// die. The outcome must still be read from the group once it answers, not
+// taken for an abort when the wait grew long: that replayed the committed
+// records. And it must be read soon after: the resolution's backoff had
+// doubled to 12.8s by then, and on the 3-node cluster a process forwarded
+// nothing for 10s after the cluster served again (quorum-loss, exactly-once).
+func TestUnconfirmedCommitOutlastsAGroupAway(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's control of EndTxn and OffsetFetch; on a cluster, kdelay bench faults --scenarios quorum-loss --delivery exactly-once")
+	}
+	var net conns
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(net.dial))
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	// The end of the transaction gives up within a transaction timeout
+	// (endWithinFor), and its outcome is read from the group after it: the
+	// group is away for longer than another after that.
+	refused := txnTimeout(&cfg)
+	away := refused + txnTimeout(&cfg) + 5*time.Second
+
+	fake := fx.cluster.Fake
+	var cutAt atomic.Int64
+	applied := make(chan struct{})
+	fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		if at := cutAt.Load(); at != 0 {
+			if time.Since(time.Unix(0, at)) > refused {
+				return nil, nil, false
+			}
+			resp := end.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp, nil, true
+		}
+		if !end.Commit {
+			return nil, nil, false
+		}
+		cutAt.Store(time.Now().UnixNano())
+		fake.SleepControl(net.cut)
+		close(applied)
+		return nil, nil, false // the broker commits it; its answer finds the connection gone
+	})
+	// From the lost answer on, the group's offsets cannot be read for away.
+	fake.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		if at := cutAt.Load(); at == 0 || time.Since(time.Unix(0, at)) > away {
+			return nil, nil, false
+		}
+		fetch := req.(*kmsg.OffsetFetchRequest)
+		resp := fetch.ResponseKind().(*kmsg.OffsetFetchResponse)
+		resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+		for _, g := range fetch.Groups {
+			rg := kmsg.NewOffsetFetchResponseGroup()
+			rg.Group, rg.ErrorCode = g.Group, kerr.CoordinatorNotAvailable.Code
+			resp.Groups = append(resp.Groups, rg)
+		}
+		return resp, nil, true
+	})
+	fx.start(cfg)
+
+	const n = 20
+	fx.sendDue(n)
+	select {
+	case <-applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forwarder committed no transaction within 20s")
+	}
+	// The fault's schedule: the group answers again away after the cut.
+	<-time.After(time.Until(time.Unix(0, cutAt.Load()).Add(away)))
+	for i := n; i < 2*n; i++ {
+		fx.send(strconv.Itoa(i), kdelay.HeaderTarget, fx.target, kdelay.HeaderDelay, "0", kdelay.HeaderID, strconv.Itoa(i))
+	}
+	const soon = 8 * time.Second
+	got := arrived.Until(soon, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == 2*n })
+	if ids := kafkatest.IDs(got); len(ids) != 2*n {
+		t.Fatalf("%d of %d records delivered within %s of the group answering again", len(ids), 2*n, soon)
+	}
+	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
+	}
+	got = arrived.Until(5*time.Second, atLeast(2*n+1))
+	seenOnce(t, kafkatest.IDs(got))
 }
