@@ -1864,7 +1864,13 @@ start:
 				} else if r.cl.shouldRetryNext(tries, err) {
 					log(backoff)
 					next, nextErr = r.br()
-					if next != br && r.cl.waitTries(ctx, backoff) {
+					// A lookup that found no broker (a coordinator's
+					// FindCoordinator that reached a dead node, or that
+					// a live one answered COORDINATOR_NOT_AVAILABLE) is
+					// tried again too: giving up there ended group
+					// sessions seconds after a coordinator's node died
+					// (kdelay's patch).
+					if (next != br || nextErr != nil) && r.cl.waitTries(ctx, backoff) {
 						goto start
 					}
 				}
