@@ -261,7 +261,40 @@ func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 // (Client.EndFetchesLongerThan, third_party/franz-go).
 func TestIdleSurvivorFetchesPartitionsAtOnce(t *testing.T) {
 	t.Parallel()
+	survivorTakesOver(t, setup(t, []string{"1s"}), nil)
+}
+
+// The partitions the group assigns join the client's fetches only once their
+// offsets are fetched (OffsetFetch), which can take longer than the short
+// spell an assignment starts: in exactly-once it waits for the last owner's
+// transaction to end (RequireStable), which on a loaded 3-node cluster took
+// seconds. The spell then ended before the partitions were fetchable, a fetch
+// of IdleFetchMaxWait went out without them, and a rolling restart's
+// records came 6s late (docs/RELIABILITY.md, "The cluster table again"). The
+// wait turns short again, and a long fetch ends, once the offsets are in.
+func TestPartitionsWhoseOffsetsComeLateAreFetched(t *testing.T) {
+	t.Parallel()
 	fx := setup(t, []string{"1s"})
+	if fx.cluster.Real() {
+		t.Skip("needs kfake's Control to hold the survivor's OffsetFetch; a real broker answers it at once, and holds it only behind a transaction a test cannot leave open in a group it is not a member of")
+	}
+	survivorTakesOver(t, fx, func() {
+		// From now on the broker answers an OffsetFetch four short
+		// spells late.
+		fake := fx.cluster.Fake
+		fake.ControlKey(int16(kmsg.OffsetFetch), func(kmsg.Request) (kmsg.Response, error, bool) {
+			fake.KeepControl()
+			fake.SleepControl(func() { <-time.After(4 * pressedLead) })
+			return nil, nil, false
+		})
+	})
+}
+
+// survivorTakesOver runs two forwarders with a one-minute idle wait until both
+// are idle, runs before (if any), stops one, and checks that records due at
+// once in the partitions the survivor took over are delivered within 20s:
+// within the idle wait, they would have waited for it.
+func survivorTakesOver(t *testing.T, fx *fixture, before func()) {
 	cfg := fx.cfg
 	cfg.IdleFetchMaxWait = time.Minute
 	cfg.Partitions = 4
@@ -281,6 +314,9 @@ func TestIdleSurvivorFetchesPartitionsAtOnce(t *testing.T) {
 		if !q.quietFor(2*time.Second, 30*time.Second) {
 			t.Fatalf("forwarder %d did not turn idle within 30s", i)
 		}
+	}
+	if before != nil {
+		before()
 	}
 	moved := leaver.owners.of(ingress)
 	stop()
@@ -305,76 +341,6 @@ func TestIdleSurvivorFetchesPartitionsAtOnce(t *testing.T) {
 	if got := arrived.Until(20*time.Second, atLeast(len(ids))); len(got) < len(ids) {
 		t.Fatalf("%d of %d records due at once in the partitions the survivor took over were delivered within 20s: they waited for its fetch of IdleFetchMaxWait (%s)",
 			len(got), len(ids), cfg.IdleFetchMaxWait)
-	}
-	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
-}
-
-// The partitions the group assigns join the client's fetches only once their
-// offsets are fetched (OffsetFetch), which can take longer than the short
-// spell an assignment starts: in exactly-once it waits for the last owner's
-// transaction to end (RequireStable), which on a loaded 3-node cluster took
-// seconds. The spell then ended before the partitions were fetchable, a fetch
-// of IdleFetchMaxWait went out without them, and a rolling restart's
-// records came 6s late (docs/RELIABILITY.md, "A rolling restart and the idle
-// wait"). The wait turns short again, and a long fetch ends, once the
-// offsets are in.
-func TestPartitionsWhoseOffsetsComeLateAreFetched(t *testing.T) {
-	t.Parallel()
-	fx := setup(t, []string{"1s"})
-	if fx.cluster.Real() {
-		t.Skip("needs kfake's Control to hold the survivor's OffsetFetch; a real broker answers it at once, and holds it only behind a transaction a test cannot leave open in a group it is not a member of")
-	}
-	cfg := fx.cfg
-	cfg.IdleFetchMaxWait = time.Minute
-	cfg.Partitions = 4
-	stays, leaves := cfg, cfg
-	stays.InstanceID, leaves.InstanceID = "stays", "leaves"
-	quiet := []*lastFetch{{}, {}}
-	stays.ClientOpts = append(stays.ClientOpts, kgo.WithHooks(quiet[0]))
-	leaves.ClientOpts = append(leaves.ClientOpts, kgo.WithHooks(quiet[1]))
-	arrived := fx.cluster.Collect(fx.target)
-	survivor, _ := fx.start(stays)
-	leaver, stop := fx.start(leaves)
-	ingress := cfg.Topics.Ingress()
-	waitFor(t, 30*time.Second, "both forwarders to own ingress partitions", func() bool {
-		return len(survivor.owners.of(ingress)) > 0 && len(leaver.owners.of(ingress)) > 0
-	})
-	for i, q := range quiet {
-		if !q.quietFor(2*time.Second, 30*time.Second) {
-			t.Fatalf("forwarder %d did not turn idle within 30s", i)
-		}
-	}
-
-	// From now on the broker answers an OffsetFetch four short spells late.
-	fake := fx.cluster.Fake
-	fake.ControlKey(int16(kmsg.OffsetFetch), func(kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		fake.SleepControl(func() { <-time.After(4 * pressedLead) })
-		return nil, nil, false
-	})
-	moved := leaver.owners.of(ingress)
-	stop()
-	waitFor(t, 30*time.Second, "the survivor to take the leaver's ingress partitions", func() bool {
-		return len(survivor.owners.of(ingress)) == int(cfg.Partitions)
-	})
-
-	writer := fx.cluster.Client(kgo.ProducerLinger(0), kgo.RecordPartitioner(kgo.ManualPartitioner()))
-	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-	defer cancel()
-	var ids []string
-	for _, p := range moved {
-		id := "moved-" + strconv.Itoa(int(p))
-		ids = append(ids, id)
-		r := &kgo.Record{Topic: ingress, Partition: p, Value: []byte(id), Headers: []kgo.RecordHeader{
-			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)}, {Key: kdelay.HeaderDelay, Value: []byte("0")},
-			{Key: kdelay.HeaderID, Value: []byte(id)}}}
-		if err := writer.ProduceSync(ctx, r).FirstErr(); err != nil {
-			t.Fatalf("write to ingress partition %d: %v", p, err)
-		}
-	}
-	if got := arrived.Until(20*time.Second, atLeast(len(ids))); len(got) < len(ids) {
-		t.Fatalf("%d of %d records due at once in the partitions whose offsets came %s after their assignment were delivered within 20s: they waited for a fetch of IdleFetchMaxWait (%s)",
-			len(got), len(ids), 4*pressedLead, cfg.IdleFetchMaxWait)
 	}
 	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
 }

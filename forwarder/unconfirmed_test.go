@@ -11,6 +11,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kadm"
 	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
@@ -44,6 +45,45 @@ func (c *conns) cut() {
 	c.open = nil
 }
 
+// behindConns is the exactly-once forwarder's config of the tests below,
+// dialing through net, and a read_committed reader of the target.
+func behindConns(t *testing.T, fx *fixture) (Config, *conns, *kafkatest.Collector) {
+	net := &conns{}
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
+	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(net.dial))
+	return cfg, net, fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+}
+
+// loseCommitAnswer has the first commit that holds a record applied, but its
+// connection cut before the answer, and the coordinator answer no EndTxn for
+// refused after; cutAt is when, and applied closes then.
+func loseCommitAnswer(fake *kfake.Cluster, net *conns, refused time.Duration) (cutAt *atomic.Int64, applied chan struct{}) {
+	cutAt, applied = new(atomic.Int64), make(chan struct{})
+	fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
+		fake.KeepControl()
+		end := req.(*kmsg.EndTxnRequest)
+		if at := cutAt.Load(); at != 0 {
+			if time.Since(time.Unix(0, at)) > refused {
+				return nil, nil, false
+			}
+			resp := end.ResponseKind().(*kmsg.EndTxnResponse)
+			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
+			return resp, nil, true
+		}
+		if !end.Commit {
+			return nil, nil, false
+		}
+		cutAt.Store(time.Now().UnixNano())
+		fake.SleepControl(net.cut)
+		close(applied)
+		return nil, nil, false // the broker commits it; its answer finds the connection gone
+	})
+	return cutAt, applied
+}
+
 // TestUnconfirmedCommit ends a transaction whose commit the broker applied
 // but whose answer never came back, as when the transaction coordinator dies
 // right after writing the commit to the transaction log and its successor is
@@ -60,39 +100,10 @@ func TestUnconfirmedCommit(t *testing.T) {
 	if fx.cluster.Real() {
 		t.Skip("needs kfake's control of EndTxn; on a cluster, kdelay bench faults --scenarios node-kill --delivery exactly-once kills the transaction coordinator")
 	}
-	var net conns
-	cfg := fx.cfg
-	cfg.Delivery = ExactlyOnce
-	cfg.InstanceID = kafkatest.Name(t)
-	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
-	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(net.dial))
-	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cfg, net, arrived := behindConns(t, fx)
 
-	// The first commit that holds a record is applied, but its connection
-	// dies first; the coordinator answers no EndTxn for the next three
-	// ends' worth of time.
-	fake := fx.cluster.Fake
-	var cutAt atomic.Int64
-	applied := make(chan struct{})
-	fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		end := req.(*kmsg.EndTxnRequest)
-		if at := cutAt.Load(); at != 0 {
-			if time.Since(time.Unix(0, at)) > 3*cfg.ShutdownTimeout {
-				return nil, nil, false
-			}
-			resp := end.ResponseKind().(*kmsg.EndTxnResponse)
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp, nil, true
-		}
-		if !end.Commit {
-			return nil, nil, false
-		}
-		cutAt.Store(time.Now().UnixNano())
-		fake.SleepControl(net.cut)
-		close(applied)
-		return nil, nil, false // the broker commits it; its answer finds the connection gone
-	})
+	// The coordinator answers no EndTxn for three ends' worth of time.
+	_, applied := loseCommitAnswer(fx.cluster.Fake, net, 3*cfg.ShutdownTimeout)
 	fx.start(cfg)
 
 	const n = 20
@@ -167,9 +178,9 @@ func TestOutcome(t *testing.T) {
 }
 
 // TestUnconfirmedCommitOutlastsAGroupAway: the commit is applied and its
-// answer lost, as in TestUnconfirmedCommit, and then the group cannot be
-// read for longer than a transaction's timeout, as when two of three nodes
-// die. The outcome must still be read from the group once it answers, not
+// answer lost, as in TestUnconfirmedCommit, the coordinator answers no
+// EndTxn until the end gives up, and then the group cannot be read for
+// longer than a transaction's timeout, as when two of three nodes die. The outcome must still be read from the group once it answers, not
 // taken for an abort when the wait grew long: that replayed the committed
 // records. And it must be read soon after: the resolution's backoff had
 // doubled to 12.8s by then, and on the 3-node cluster a process forwarded
@@ -180,13 +191,7 @@ func TestUnconfirmedCommitOutlastsAGroupAway(t *testing.T) {
 	if fx.cluster.Real() {
 		t.Skip("needs kfake's control of EndTxn and OffsetFetch; on a cluster, kdelay bench faults --scenarios quorum-loss --delivery exactly-once")
 	}
-	var net conns
-	cfg := fx.cfg
-	cfg.Delivery = ExactlyOnce
-	cfg.InstanceID = kafkatest.Name(t)
-	cfg.ShutdownTimeout = time.Second // how long an end of transaction may take
-	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(net.dial))
-	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	cfg, net, arrived := behindConns(t, fx)
 	// The end of the transaction gives up within a transaction timeout
 	// (endWithinFor), and its outcome is read from the group after it: the
 	// group is away for longer than another after that.
@@ -194,27 +199,7 @@ func TestUnconfirmedCommitOutlastsAGroupAway(t *testing.T) {
 	away := refused + txnTimeout(&cfg) + 5*time.Second
 
 	fake := fx.cluster.Fake
-	var cutAt atomic.Int64
-	applied := make(chan struct{})
-	fake.ControlKey(int16(kmsg.EndTxn), func(req kmsg.Request) (kmsg.Response, error, bool) {
-		fake.KeepControl()
-		end := req.(*kmsg.EndTxnRequest)
-		if at := cutAt.Load(); at != 0 {
-			if time.Since(time.Unix(0, at)) > refused {
-				return nil, nil, false
-			}
-			resp := end.ResponseKind().(*kmsg.EndTxnResponse)
-			resp.ErrorCode = kerr.CoordinatorNotAvailable.Code
-			return resp, nil, true
-		}
-		if !end.Commit {
-			return nil, nil, false
-		}
-		cutAt.Store(time.Now().UnixNano())
-		fake.SleepControl(net.cut)
-		close(applied)
-		return nil, nil, false // the broker commits it; its answer finds the connection gone
-	})
+	cutAt, applied := loseCommitAnswer(fake, net, refused)
 	// From the lost answer on, the group's offsets cannot be read for away.
 	fake.ControlKey(int16(kmsg.OffsetFetch), func(req kmsg.Request) (kmsg.Response, error, bool) {
 		fake.KeepControl()
