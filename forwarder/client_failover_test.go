@@ -4,7 +4,6 @@ import (
 	"context"
 	"net"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -63,35 +62,25 @@ func TestHeartbeatTriesForTheGroupRetryTimeout(t *testing.T) {
 	}
 }
 
-// deadNode dials as net.Dialer does, except to the address of a node told
-// dead, whose dials are refused and whose connections it cut: a broker that
-// died under its clients, still in their metadata.
+// deadNode dials as conns does, except to the address of a node told dead,
+// whose dials are refused and whose connections it cut: a broker that died
+// under its clients, still in their metadata.
 type deadNode struct {
-	mu   sync.Mutex
-	addr string
-	open []net.Conn
+	conns
+	addr atomic.Value // string
 }
 
 func (d *deadNode) dial(ctx context.Context, network, host string) (net.Conn, error) {
-	d.mu.Lock()
-	dead := host == d.addr
-	d.mu.Unlock()
-	if dead {
+	if host == d.addr.Load() {
 		host = "127.0.0.1:1" // nothing listens there: connection refused
 	}
-	conn, err := (&net.Dialer{}).DialContext(ctx, network, host)
-	if err == nil {
-		d.mu.Lock()
-		d.open = append(d.open, conn)
-		d.mu.Unlock()
-	}
-	return conn, err
+	return d.conns.dial(ctx, network, host)
 }
 
 func (d *deadNode) kill(addr string) {
+	d.addr.Store(addr)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	d.addr = addr
 	for _, conn := range d.open {
 		if conn.RemoteAddr().String() == addr {
 			conn.Close()

@@ -57,6 +57,30 @@ func behindConns(t *testing.T, fx *fixture) (Config, *conns, *kafkatest.Collecto
 	return cfg, net, fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
 }
 
+// startUntilApplied starts the forwarder, writes n records due at once, and
+// waits for the commit whose answer loseCommitAnswer drops.
+func startUntilApplied(t *testing.T, fx *fixture, cfg Config, n int, applied <-chan struct{}) {
+	t.Helper()
+	fx.start(cfg)
+	fx.sendDue(n)
+	select {
+	case <-applied:
+	case <-time.After(20 * time.Second):
+		t.Fatal("the forwarder committed no transaction within 20s")
+	}
+}
+
+// noCopyAfterCommits checks that the n records sent were each read once. A
+// replay's copies are committed with the ingress offsets after them: once
+// those are, a copy is at most a poll away.
+func noCopyAfterCommits(t *testing.T, fx *fixture, cfg Config, arrived *kafkatest.Collector, n int) {
+	t.Helper()
+	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
+		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
+	}
+	seenOnce(t, kafkatest.IDs(arrived.Until(5*time.Second, atLeast(n+1))))
+}
+
 // loseCommitAnswer has the first commit that holds a record applied, but its
 // connection cut before the answer, and the coordinator answer no EndTxn for
 // refused after; cutAt is when, and applied closes then.
@@ -104,26 +128,13 @@ func TestUnconfirmedCommit(t *testing.T) {
 
 	// The coordinator answers no EndTxn for three ends' worth of time.
 	_, applied := loseCommitAnswer(fx.cluster.Fake, net, 3*cfg.ShutdownTimeout)
-	fx.start(cfg)
-
 	const n = 20
-	fx.sendDue(n)
-	select {
-	case <-applied:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the forwarder committed no transaction within 20s")
-	}
+	startUntilApplied(t, fx, cfg, n, applied)
 	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return len(kafkatest.IDs(got)) == n })
 	if ids := kafkatest.IDs(got); len(ids) != n {
 		t.Fatalf("%d of %d records delivered within 30s", len(ids), n)
 	}
-	// A replay's copies are committed with the ingress offsets after them:
-	// once those are, a copy is at most a poll away.
-	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
-		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
-	}
-	got = arrived.Until(5*time.Second, atLeast(n+1))
-	seenOnce(t, kafkatest.IDs(got))
+	noCopyAfterCommits(t, fx, cfg, arrived, n)
 }
 
 // TestOutcome: a transaction committed only if a partition it moved past
@@ -216,15 +227,8 @@ func TestUnconfirmedCommitOutlastsAGroupAway(t *testing.T) {
 		}
 		return resp, nil, true
 	})
-	fx.start(cfg)
-
 	const n = 20
-	fx.sendDue(n)
-	select {
-	case <-applied:
-	case <-time.After(20 * time.Second):
-		t.Fatal("the forwarder committed no transaction within 20s")
-	}
+	startUntilApplied(t, fx, cfg, n, applied)
 	// The fault's schedule: the group answers again away after the cut.
 	<-time.After(time.Until(time.Unix(0, cutAt.Load()).Add(away)))
 	for i := n; i < 2*n; i++ {
@@ -235,9 +239,5 @@ func TestUnconfirmedCommitOutlastsAGroupAway(t *testing.T) {
 	if ids := kafkatest.IDs(got); len(ids) != 2*n {
 		t.Fatalf("%d of %d records delivered within %s of the group answering again", len(ids), 2*n, soon)
 	}
-	if ok, committed, end := fx.committedAll(cfg.Group, cfg.Topics.Ingress(), 30*time.Second); !ok {
-		t.Fatalf("the ingress group committed %v of %v within 30s", committed, end)
-	}
-	got = arrived.Until(5*time.Second, atLeast(2*n+1))
-	seenOnce(t, kafkatest.IDs(got))
+	noCopyAfterCommits(t, fx, cfg, arrived, 2*n)
 }
