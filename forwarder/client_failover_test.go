@@ -108,6 +108,11 @@ func TestSessionOutlivesItsCoordinatorsNode(t *testing.T) {
 	var nodes deadNode
 	ended := &sessionEnds{}
 	cfg := fx.cfg
+	// Long enough that the fake broker keeps the member through away and
+	// the retries' backoff on a loaded machine: with the default 10s, 8s
+	// away plus a second of backoff and CI's load ended the session at the
+	// broker (UNKNOWN_MEMBER_ID), which is not what this test is about.
+	cfg.SessionTimeout = 30 * time.Second
 	cfg.ClientOpts = append(cfg.ClientOpts, kgo.Dialer(nodes.dial), kgo.WithHooks(ended))
 	fake := fx.cluster.Fake
 	fx.start(cfg)
