@@ -11,6 +11,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 	"github.com/twmb/franz-go/pkg/kmsg"
+
+	"github.com/kdelay/kdelay"
 )
 
 // How a forwarder takes part in its consumer group, and why.
@@ -117,6 +119,16 @@ var ErrInstanceIDTaken = errors.New("give each kdelay process that shares the gr
 func (w *worker) fenced(err error) error {
 	return fmt.Errorf("consumer group %s: another kdelay joined with InstanceID %q and fenced this one (%w); %w",
 		w.group, w.cfg.InstanceID, err, ErrInstanceIDTaken)
+}
+
+// sessionRefused is the error of a member whose every join the group
+// refuses for its session timeout: franz-go would try again for as long as
+// it runs, alive and forwarding nothing. The range is the brokers' setting,
+// so a config check could not know it; the embedded broker's is Kafka's
+// default.
+func (w *worker) sessionRefused(err error) error {
+	return fmt.Errorf("consumer group %s refuses session-timeout %s (%w); set session-timeout within the brokers' range, 6s to 30m by default",
+		w.group, kdelay.DurationText(w.cfg.SessionTimeout), err)
 }
 
 // isFenced reports whether err says that another member took our instance

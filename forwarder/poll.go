@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/twmb/franz-go/pkg/kerr"
 	"github.com/twmb/franz-go/pkg/kgo"
 )
 
@@ -99,19 +100,24 @@ func (l *pollLoop) pollOnce(ctx context.Context) error {
 	if fetches.IsClientClosed() && ctx.Err() == nil {
 		return errors.New("kafka client closed")
 	}
-	var fenced error
+	var fenced, refused error
 	fetches.EachError(func(topic string, p int32, err error) {
 		switch {
 		case isFenced(err):
 			fenced = err
+		case errors.Is(err, kerr.InvalidSessionTimeout):
+			refused = err
 		case !errors.Is(err, context.Canceled) && !errors.Is(err, context.DeadlineExceeded):
 			l.log.Warn("fetch_failed", "partition", p, "err", err)
 		}
 	})
-	if fenced != nil {
+	if fenced != nil || refused != nil {
 		// One group per client: any of its workers names it.
 		for _, w := range l.workers {
-			return w.fenced(fenced)
+			if fenced != nil {
+				return w.fenced(fenced)
+			}
+			return w.sessionRefused(refused)
 		}
 	}
 	l.hand(fetches)

@@ -83,6 +83,10 @@ func startBroker(cfg config.Config, log *slog.Logger) (b *embeddedBroker, err er
 		kfake.DataDir(cfg.DataDir),
 		// No kfake.AllowAutoTopicCreation: createOnMetadata does it, durably.
 		kfake.DefaultNumPartitions(int(cfg.Partitions)),
+		// Kafka's default range of session timeouts, 6s to 30m: kfake's
+		// own maximum is 5m, and a setting that works here should work
+		// on a cluster and the other way round.
+		kfake.GroupMaxSessionTimeout(30*time.Minute),
 		kfake.BrokerConfigs(map[string]string{
 			"log.retention.ms":       strconv.FormatInt(cfg.Retention.Milliseconds(), 10),
 			"log.segment.bytes":      strconv.Itoa(segmentBytes),

@@ -74,6 +74,8 @@ func TestExitCodes(t *testing.T) {
 			"admin: " + busy.Addr().String() + " is already in use: pick a free host:port with --admin (or KDELAY_ADMIN)"},
 		{"data dir in use", []string{"serve", "--listen", "127.0.0.1:0", "--data-dir", locked}, 1,
 			"data-dir: " + locked + " is in use by another kdelay serve: stop it, or give this one its own --data-dir"},
+		{"session timeout the broker refuses", []string{"serve", "--session-timeout", "2s", "--listen", "127.0.0.1:0", "--admin", "127.0.0.1:0", "--data-dir", filepath.Join(dir, "session-data")}, 1,
+			"refuses session-timeout 2s"},
 		{"version", []string{"version"}, 0, "kdelay "},
 	}
 	for _, tt := range tests {
