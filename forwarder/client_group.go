@@ -25,13 +25,17 @@ import (
 //
 // taken counts the callbacks that took partitions away: a revoke of some,
 // or a lost session (txnLoop.endWithin reads it).
-func stageCallbacks(workers map[string]*worker, readers map[string]Reader, taken *atomic.Uint64, wait *fetchWait) []kgo.Opt {
+func stageCallbacks(workers map[string]*worker, readers map[string]Reader, taken *atomic.Uint64, wait *fetchWait, beats *quickBeats) []kgo.Opt {
 	return []kgo.Opt{
 		kgo.OnPartitionsAssigned(func(_ context.Context, _ *kgo.Client, got map[string][]int32) {
 			wait.assigned() // before the partitions' first fetch
+			// A cooperative rebalance's second round starts when a member
+			// that gave partitions up in the first rejoins.
+			beats.quicken()
 			eachStage(workers, readers, got, func(w *worker, ids []int32) { w.onAssigned(ids) }, Reader.Assigned)
 		}),
 		kgo.OnPartitionsRevoked(func(ctx context.Context, _ *kgo.Client, revoked map[string][]int32) {
+			beats.quicken() // a session's end: the group is rebalancing
 			eachStage(workers, readers, revoked, func(w *worker, ids []int32) { w.onRevoked(ctx, ids) },
 				func(r Reader, ids []int32) { r.Revoked(ctx, ids) })
 			// A cooperative rebalance calls it with none at every end of a

@@ -92,7 +92,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	}
 	taken := new(atomic.Uint64)
 	gate, hold, wait := &pollGate{}, newPollHold(holdMax(&f.cfg)), newFetchWait(&f.cfg)
-	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken, wait)...)
+	opts := append(clientOpts(&f.cfg, f.cfg.Group, topics...), stageCallbacks(byTopic, readers, taken, wait, f.beats)...)
 	opts = append(opts, f.cfg.ClientOpts...)
 	opts = append(opts, sharedClientOpts(f.cfg.Observer)...)
 	opts = append(opts, kgo.WithHooks(fetchHook{wait}))
@@ -128,6 +128,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 	}
 	s.wait = wait
 	wait.start(s.cl)
+	f.beats.use(s.cl)
 	s.poll = newPollLoop(s.workers[0].cl, f.cfg.Logger, byTopic, readers, pollBurst(s.cl))
 	for _, r := range f.cfg.Readers {
 		c := newReaderClient(r.Topic(), s.cl, gate, s.txn, wait)

@@ -25,13 +25,14 @@ const (
 // and keeps reading it: every process needs every command, since any of its
 // forwarders may hold the record a command is for.
 type controlReader struct {
-	cfg    *Config
-	cmds   *commands
-	cl     *kgo.Client
-	rules  kdelay.Rules
-	loaded chan struct{} // closed once what was written before Run began is read
-	onDue  func()        // called when a command falls due unmatched (command_scan.go)
-	duty   func() bool   // reports whether this process reports unmatched commands
+	cfg      *Config
+	cmds     *commands
+	cl       *kgo.Client
+	rules    kdelay.Rules
+	loaded   chan struct{}                       // closed once what was written before Run began is read
+	onDue    func()                              // called when a command falls due unmatched (command_scan.go)
+	onNotice func(instance string, at time.Time) // called for another process's membership notice (membership_beats.go)
+	duty     func() bool                         // reports whether this process reports unmatched commands
 }
 
 // newControlReader reads with cl, a client made by NewPlainClient, which
@@ -41,7 +42,7 @@ func newControlReader(cfg *Config, cmds *commands, cl *kgo.Client) *controlReade
 		cfg: cfg, cmds: cmds, cl: cl,
 		rules:  kdelay.Rules{Topics: cfg.Topics, MaxDelay: cfg.MaxDelay},
 		loaded: make(chan struct{}),
-		onDue:  func() {}, duty: func() bool { return false },
+		onDue:  func() {}, duty: func() bool { return false }, onNotice: func(string, time.Time) {},
 	}
 }
 
@@ -162,6 +163,10 @@ func (r *controlReader) tryBounds(ctx context.Context) (map[int32]kgo.Offset, ma
 // apply takes one record of the control topic into cmds.
 func (r *controlReader) apply(rec *kgo.Record) {
 	if rec.Attrs.IsControl() {
+		return
+	}
+	if instance, ok := parseNotice(rec); ok {
+		r.onNotice(instance, rec.Timestamp)
 		return
 	}
 	if len(rec.Key) > 0 && rec.Key[0] == 0 {

@@ -17,6 +17,7 @@ func (f *Forwarder) readCommands(ctx context.Context, g *errgroup.Group, cl *kgo
 	r := newControlReader(&f.cfg, f.cmds, cl)
 	r.onDue = f.nudgeAll
 	r.duty = f.reportsUnmatched
+	r.onNotice = func(instance string, at time.Time) { f.beats.heard(instance, f.cfg.InstanceID, at, f.cfg.NowFunc()) }
 	g.Go(func() error { return r.run(ctx) })
 	select {
 	case <-r.loaded:

@@ -29,6 +29,7 @@ type Forwarder struct {
 
 	cmds   *commands // read from the control topic; consulted by every worker
 	owners *owners   // the partitions every worker owns
+	beats  *quickBeats
 
 	waiting atomic.Pointer[string] // why it has not started its stages yet, while it waits by design
 
@@ -45,6 +46,7 @@ func New(cfg Config) (*Forwarder, error) {
 	f := &Forwarder{cfg: cfg, ready: make(chan struct{})}
 	f.mem = newMemoryReleaser(&f.cfg)
 	f.owners = newOwners()
+	f.beats = newQuickBeats()
 	f.pool = newBufferPool(&f.cfg)
 	return f, nil
 }
@@ -102,6 +104,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	defer cancel()
 	g, gctx := errgroup.WithContext(ctx)
 	g.Go(func() error { return f.mem.run(gctx) })
+	g.Go(func() error { return f.beats.run(gctx) })
 	if err := f.readCommands(gctx, g, cl); err != nil {
 		cancel()
 		return errors.Join(err, g.Wait())
@@ -117,6 +120,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 	}
 	f.cfg.Logger.Info("forwarding", "ingress", f.cfg.Topics.Ingress(), "levels", len(f.cfg.Levels), "draining", len(drains), "mode", f.cfg.Mode, "delivery", f.cfg.Delivery, "groups", len(f.groups()))
 	close(f.ready)
+	g.Go(func() error { f.notify(gctx, cl, noticeJoined); return nil })
 	err = g.Wait()
 	if closeShared != nil {
 		// After every stage's shutdown, which commits through it.
@@ -128,6 +132,7 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		return err
 	}
 	f.leaveGroups(adm, f.groups())
+	f.notify(context.Background(), cl, noticeLeft)
 	return nil
 }
 

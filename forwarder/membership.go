@@ -43,7 +43,8 @@ func groupOpts(cfg *Config, group string) []kgo.Opt {
 		kgo.InstanceID(cfg.InstanceID),
 		kgo.SessionTimeout(cfg.SessionTimeout),
 		// A member learns that the group is rebalancing from a heartbeat:
-		// beating often, rather than franz-go's every 3s, lets the
+		// beating more often than franz-go's every 3s, and quickly when a
+		// rebalance may be coming (membership_beats.go), lets the
 		// survivors rejoin, and the partitions of a departed member move,
 		// sooner (heartbeatInterval).
 		kgo.HeartbeatInterval(heartbeatInterval(cfg.SessionTimeout)),
@@ -85,15 +86,16 @@ func groupRetry(session time.Duration) time.Duration {
 	return max(session, 45*time.Second)
 }
 
-// heartbeatInterval is how often a member beats: a fortieth of the session
-// timeout, 250ms by default, at most franz-go's default of 3s. A rebalance
-// waits for every member to learn of it at its next beat: during a rolling
-// deploy of 3 processes at a tenth (1s), with a group a stage, records came
-// up to 1.4s late while the floor's max was 0.14s (docs/RELIABILITY.md, "A
-// rolling deploy"). One group a process beats four times a second where 19
-// beat once a second each.
+// heartbeatInterval is how often a member beats while its group is settled:
+// a tenth of the session timeout, 1s by default, at most franz-go's default
+// of 3s. A rebalance waits for every member to learn of it at its next beat,
+// so while one may be coming a member beats every quickBeat instead
+// (membership_beats.go): at a tenth alone, during a rolling deploy of 3
+// processes, records came up to 1.4s late while the floor's max was 0.14s
+// (docs/RELIABILITY.md, "A rolling deploy"), and at a fortieth the beats were
+// nine tenths of an idle process's CPU.
 func heartbeatInterval(session time.Duration) time.Duration {
-	return min(session/40, 3*time.Second)
+	return min(session/10, 3*time.Second)
 }
 
 // DefaultInstanceID is the instance id of a process whose Config has none:

@@ -103,7 +103,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 		return nil, errors.New("exactly-once runs its stages on one client (client_shared.go)")
 	}
 	w := makeWorker(cfg, s, owners)
-	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w}, nil, new(atomic.Uint64), nil)...)
+	opts := append(clientOpts(cfg, w.group, w.source), stageCallbacks(map[string]*worker{w.source: w}, nil, new(atomic.Uint64), nil, nil)...)
 	opts = append(opts, cfg.ClientOpts...)
 	opts = append(opts, w.obs.ClientOpts()...)
 	cl, err := kgo.NewClient(opts...)

@@ -1431,6 +1431,29 @@ func (cl *Client) ForceRebalance() {
 	}
 }
 
+// HeartbeatNow sends the group member's next heartbeat now rather than when
+// its interval is up, and reports whether the heartbeat loop took it: it does
+// not when the member has no session (it is joining) or is heartbeating at
+// this moment. It does not wait for the heartbeat to be answered.
+//
+// A member of a classic group learns that the group is rebalancing only from
+// a heartbeat's answer, so how often it heartbeats bounds how soon the
+// partitions of a member that left move. An application that hears by other
+// means that a member joined or left can heartbeat at once then, and seldom
+// otherwise (kdelay's patch).
+func (cl *Client) HeartbeatNow() bool {
+	g := cl.consumer.g
+	if g == nil {
+		return false
+	}
+	select {
+	case g.heartbeatForceCh <- func(error) {}:
+		return true
+	default:
+		return false
+	}
+}
+
 // rejoin is called after a cooperative member revokes what it lost at the
 // beginning of a session, or if we are leader and detect new partitions to
 // consume.
