@@ -58,9 +58,9 @@ func (t *txnLoop) committedAfterAll(run context.Context, points, before map[*wor
 		ctx, cancel := context.WithTimeout(run, t.cfg.ShutdownTimeout)
 		got, err := adm.FetchOffsets(kadm.RequireStable(ctx), t.cfg.Group)
 		cancel()
-		for w := range points {
+		for w, pts := range points {
 			if err == nil {
-				err = unstable(got, w.source)
+				err = unstable(got, w.source, w.owned(pts))
 			}
 		}
 		if err == nil {
@@ -120,16 +120,18 @@ func (w *worker) owned(points map[int32]txnPoint) map[int32]txnPoint {
 	return owned
 }
 
-// unstable is the error of a partition whose offset is still pending in a
-// transaction, which the fetch has to wait out.
-func unstable(got kadm.OffsetResponses, topic string) error {
-	var err error
-	got.Each(func(o kadm.OffsetResponse) {
-		if o.Topic == topic && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
-			err = o.Err
+// unstable is the error of a partition of tried whose offset is still
+// pending in a transaction, which the read has to wait out. The others'
+// pending offsets are other processes' open transactions, which say nothing
+// of this one's and, in a fleet, are open at almost any moment: waiting on
+// them held every stage of a process about a second in a rolling restart.
+func unstable(got kadm.OffsetResponses, topic string, tried map[int32]txnPoint) error {
+	for p := range tried {
+		if o, ok := got.Lookup(topic, p); ok && errors.Is(o.Err, kerr.UnstableOffsetCommit) {
+			return o.Err
 		}
-	})
-	return err
+	}
+	return nil
 }
 
 // outcome reads the transaction's outcome from the group's offsets: it
