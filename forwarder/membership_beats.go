@@ -29,8 +29,9 @@ const (
 	// rebalancing.
 	quickBeat = 100 * time.Millisecond
 	// quickFor is how long it beats quickly after a notice or a rebalance
-	// of its own: a cooperative rebalance's two rounds take under a second
-	// on a loaded 3-node cluster.
+	// of its own. Each round of a rebalance starts the spell again, so it
+	// needs to outlast only the wait for the round that follows: a joiner's
+	// first JoinGroup after its notice, a rejoin after a revoke.
 	quickFor = 3 * time.Second
 )
 
