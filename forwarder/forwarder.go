@@ -131,8 +131,11 @@ func (f *Forwarder) Run(ctx context.Context) error {
 		// the process that fenced it, which leaving would remove.
 		return err
 	}
-	f.leaveGroups(adm, f.groups())
-	f.notify(context.Background(), cl, noticeLeft)
+	// Only after a leave: a process that could not reach the group would
+	// wait for the notice too, past its shutdown timeout.
+	if f.leaveGroups(adm, f.groups()) {
+		f.notify(context.Background(), cl, noticeLeft)
+	}
 	return nil
 }
 

@@ -142,8 +142,9 @@ func isFenced(err error) bool { return errors.Is(err, kerr.FencedInstanceID) }
 // its client closes (that is what lets a restart resume at once), so without
 // this a kdelay stopped for good, or scaled down, would hold its partitions
 // for SessionTimeout. A restart after a clean stop rejoins as a new member
-// and costs one cooperative rebalance, in which no one else stops.
-func (f *Forwarder) leaveGroups(adm *kadm.Client, groups []string) {
+// and costs one cooperative rebalance, in which no one else stops. It
+// reports whether it left a group, which starts that rebalance.
+func (f *Forwarder) leaveGroups(adm *kadm.Client, groups []string) (left bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), f.cfg.ShutdownTimeout)
 	defer cancel()
 	for _, g := range groups {
@@ -151,9 +152,11 @@ func (f *Forwarder) leaveGroups(adm *kadm.Client, groups []string) {
 		if err == nil {
 			err = res.Error()
 		}
+		left = left || err == nil
 		// Not a member (UNKNOWN_MEMBER_ID) is what leaving wants.
 		if err != nil && !errors.Is(err, kerr.UnknownMemberID) {
 			f.cfg.Logger.Warn("leave_group_failed", "group", g, "instance_id", f.cfg.InstanceID, "err", err)
 		}
 	}
+	return left
 }
