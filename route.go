@@ -40,11 +40,20 @@ const (
 // kdelay-target, kdelay-delay, kdelay-deliver-at or kdelay-id.
 func IsRouting(name string) bool { return routingIndex(name) >= 0 }
 
+// routingIndex is the place of name in routingHeaders, -1 for any other
+// header. A switch, not a loop over routingHeaders: Parse asks it of every
+// header of every record, and the compiler turns a switch on constants into
+// a few comparisons of length and bytes.
 func routingIndex(name string) int {
-	for i, h := range routingHeaders {
-		if h == name {
-			return i
-		}
+	switch name {
+	case HeaderTarget:
+		return iTarget
+	case HeaderDelay:
+		return iDelay
+	case HeaderDeliverAt:
+		return iDeliverAt
+	case HeaderID:
+		return iID
 	}
 	return -1
 }
@@ -86,18 +95,27 @@ type Route struct {
 // go unseen (an id lost that way breaks deduplication).
 func Parse[H header](ts time.Time, hs []H, rl Rules) (Route, []H, error) {
 	var vals [len(routingHeaders)]seen
-	// Room for the routing headers that AppendDelivered or AppendHop add
-	// next, so that the forwarder builds its record without copying these.
-	user := make([]H, 0, len(hs)+len(routingHeaders))
+	routing := 0
 	for _, h := range hs {
 		if Header(h).Key == HeaderCommand {
-			return Route{}, user, fmt.Errorf("header %s is set: a command goes to the control topic %s, keyed by the message's id, not to the ingress", HeaderCommand, rl.Topics.Control())
+			return Route{}, nil, fmt.Errorf("header %s is set: a command goes to the control topic %s, keyed by the message's id, not to the ingress", HeaderCommand, rl.Topics.Control())
 		}
 		if i := routingIndex(Header(h).Key); i >= 0 {
 			vals[i].v, vals[i].n = Header(h).Value, vals[i].n+1
-			continue
+			routing++
 		}
-		user = append(user, h)
+	}
+	// The user's headers, with room for the ones AppendDelivered or
+	// AppendHop add next, so that the forwarder builds its record without
+	// copying these. No room for the routing headers: the forwarder parses
+	// every record it moves, and this slice is most of what that allocates.
+	user := make([]H, 0, len(hs)-routing+hopHeaders)
+	if routing < len(hs) {
+		for _, h := range hs {
+			if routingIndex(Header(h).Key) < 0 {
+				user = append(user, h)
+			}
+		}
 	}
 	for i, v := range vals {
 		if v.n > 1 {
@@ -202,6 +220,10 @@ func AppendDelivered[H header](hs []H, id string, due time.Time) []H {
 		H(Header{Key: HeaderDeliverAt, Value: v[len(id):]}),
 	)
 }
+
+// hopHeaders is how many headers AppendHop appends, the most that kdelay
+// appends to a record's own.
+const hopHeaders = 3
 
 // AppendHop appends the headers of a record waiting in a level topic: those
 // of AppendDelivered, then kdelay-target. The next hop parses them as it

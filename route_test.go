@@ -212,6 +212,12 @@ func TestHopAllocations(t *testing.T) {
 	if n > 6 {
 		t.Errorf("Parse then AppendHop allocates %v times; want at most 6: the forwarder does it for every record", n)
 	}
+	// The room Parse leaves is what AppendHop adds and no more: sized for
+	// the routing headers too, the slice was most of the bytes a record
+	// costs to route.
+	if _, user, _ := kdelay.Parse(ts, in, kdelay.Rules{}); cap(user)-len(user) != 3 {
+		t.Errorf("Parse leaves room for %d headers after the user's %d, want 3, what AppendHop adds", cap(user)-len(user), len(user))
+	}
 	out := kdelay.AppendHop(hs("user", "u"), "orders", "id-1", due)
 	id := out[1].Value
 	_ = append(id, 'x') // must not write into kdelay-deliver-at

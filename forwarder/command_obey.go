@@ -38,7 +38,7 @@ func (w *worker) obey(e *entry, env *envelope) bool {
 func (w *worker) drop(e *entry) {
 	e.done = true
 	w.buf.release(e.size)
-	e.src, e.out = nil, nil
+	e.letGo()
 	e.part.commitPoint()
 }
 

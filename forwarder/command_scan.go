@@ -292,8 +292,8 @@ func (w *worker) moveCopy(rec *kgo.Record, id string, cmd command) {
 	if !w.cmds.matched(id, cur, src) {
 		return // the level's scan and the hop's router both found it: the other moved it
 	}
-	e := &entry{part: w.scans.side, src: rec, id: id, out: env.delivery(), due: env.Due,
-		mark: &moveMark{id: id, source: src, cmd: cur}}
+	e := &entry{part: w.scans.side, src: rec, id: id, due: env.Due, mark: &moveMark{id: id, source: src, cmd: cur}}
+	e.out = env.delivery(e.next())
 	w.log.Debug("moving_ahead", "id", id, "source", src, "due", env.Due)
 	w.produce(e)
 	if w.txn != nil {

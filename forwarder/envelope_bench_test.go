@@ -44,7 +44,7 @@ func BenchmarkRouteRecord(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if out := env.delivery(); out.Topic != "bench.target" {
+				if out := env.delivery(new(kgo.Record)); out.Topic != "bench.target" {
 					b.Fatal(out.Topic)
 				}
 			}

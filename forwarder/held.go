@@ -208,6 +208,7 @@ func (e *entry) own() {
 		e.out = owned(e.out, e.src, src)
 	}
 	e.src = src
+	e.rec = kgo.Record{} // it was out, or nothing: it must keep no slice of the slab
 }
 
 // owned copies r with its key, value and header values in one new buffer.

@@ -60,6 +60,26 @@ type entry struct {
 	size     int64       // what src counts in the worker's buffer
 	id       string      // the message id, once routed: commands name it
 	mark     *moveMark   // a copy moved ahead by a scan: marked once acknowledged
+
+	// rec is where out is built the first time, in the entry's own
+	// allocation rather than one more per record (see next).
+	rec kgo.Record
+}
+
+// next returns the record to build e's out in: rec, the first time; a new
+// one once out is set, since the client may still hold that one (a retry
+// the client has not answered) and must never see it change.
+func (e *entry) next() *kgo.Record {
+	if e.out == nil {
+		return &e.rec
+	}
+	return new(kgo.Record)
+}
+
+// letGo drops what e holds of the records, once it is done: the window keeps
+// e until the entries before it are done too.
+func (e *entry) letGo() {
+	e.src, e.out, e.lastErr, e.rec = nil, nil, nil, kgo.Record{}
 }
 
 func newPartition(id int32, from int64) *partition {

@@ -26,8 +26,20 @@ const (
 // the loop acts on it under mu, so a callback never waits on the loop while
 // the loop waits on the client for buffer space.
 func (w *worker) produce(e *entry) {
+	// The record is stamped here, as the client would stamp it, so that
+	// the clock is read once per record, not twice. A retry keeps its
+	// stamp, as with the client; a dead letter is a new record, stamped
+	// anew.
+	var now time.Time
 	if e.first.IsZero() {
-		e.first = w.cfg.NowFunc()
+		now = w.cfg.NowFunc()
+		e.first = now
+	}
+	if e.out.Timestamp.IsZero() {
+		if now.IsZero() {
+			now = w.cfg.NowFunc()
+		}
+		e.out.Timestamp = now
 	}
 	e.part.flying++
 	w.noteProduced()
@@ -86,7 +98,7 @@ func (w *worker) applyAcks(now time.Time) {
 			w.buf.release(e.size)
 			// A dead letter the DLQ refuses holds every entry behind it in
 			// the window: keep them small.
-			e.src, e.out, e.lastErr = nil, nil, nil
+			e.letGo()
 			// Let go of what was handed on now rather than at the next
 			// commit: at full speed a commit interval holds many records.
 			e.part.commitPoint()

@@ -49,7 +49,7 @@ func (w *worker) handBack(leave func(*partition) bool, now time.Time) {
 			continue
 		}
 		env.Due = e.due // a command may have changed it since
-		e.out, e.due, e.at = env.hop(ingress, now), time.Time{}, time.Time{}
+		e.out, e.due, e.at = env.hop(e.next(), ingress, now), time.Time{}, time.Time{}
 		w.count(HandedBack)
 		w.produce(e)
 	}

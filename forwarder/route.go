@@ -17,7 +17,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		return
 	}
 	if !env.Due.After(now) {
-		e.out, e.due = env.delivery(), env.Due
+		e.out, e.due = env.delivery(e.next()), env.Due
 		if w.level == IngressLevel && env.Due.Before(e.src.Timestamp) {
 			// Written already past due: its lateness is the producer's.
 			// Counted apart, and its delivery's lateness from when it
@@ -32,7 +32,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	}
 	base = w.hopBase(env.Due, base, now)
 	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok {
-		e.out = env.hop(w.cfg.Topics.Level(l.Name), base)
+		e.out = env.hop(e.next(), w.cfg.Topics.Level(l.Name), base)
 		w.count(Hopped)
 		w.produce(e)
 		return
@@ -40,7 +40,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 	// Below the smallest level: hold it in memory until due, without
 	// blocking the records behind it. Its offset stays uncommitted until it
 	// is handed on, so a crash re-reads it.
-	e.out, e.due = env.delivery(), env.Due
+	e.out, e.due = env.delivery(e.next()), env.Due
 	e.at = env.Due
 	w.count(Held)
 	w.hold(e)
