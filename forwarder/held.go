@@ -201,47 +201,73 @@ func (w *worker) forgetHeld(p *partition) {
 // passes through a level as a remainder, so at 20,000 records/s the live
 // heap of kdelay serve was three times what the buffers counted, and the
 // collector ran without end (docs/BENCHMARKS.md, "Sustained rate"). out
-// shares the copy of whatever it took from src.
+// shares the copy of whatever it took from src, and is rewritten in place:
+// a held record is not in flight, and its record is the entry's own
+// allocation more often than not (entry.next).
 func (e *entry) own() {
-	src := owned(e.src, nil, nil)
+	src := owned(e.src)
 	if e.out != nil {
-		e.out = owned(e.out, e.src, src)
+		ownIn(e.out, e.src, src)
+	}
+	if e.out != &e.rec {
+		e.rec = kgo.Record{} // a record before out: it must keep no slice of the slab
 	}
 	e.src = src
-	e.rec = kgo.Record{} // it was out, or nothing: it must keep no slice of the slab
 }
 
 // owned copies r with its key, value and header values in one new buffer.
-// A slice that is one of was's becomes the same one of is's, is being
-// owned(was): it is not copied twice.
-func owned(r, was, is *kgo.Record) *kgo.Record {
+func owned(r *kgo.Record) *kgo.Record {
 	c := *r
 	c.Headers = slices.Clone(r.Headers)
-	n := len(r.Key) + len(r.Value)
-	for _, h := range r.Headers {
-		n += len(h.Value)
+	ownIn(&c, nil, nil)
+	return &c
+}
+
+// ownIn copies r's key, value and header values into one new buffer, in
+// place; r's headers must be a slice of its own. A slice that is one of
+// was's becomes the same one of is's, is being owned(was): it is not
+// copied twice.
+func ownIn(r, was, is *kgo.Record) {
+	shared := func(b []byte) ([]byte, bool) {
+		if was == nil || len(b) == 0 {
+			return nil, false
+		}
+		return copiedAs(b, was, is)
+	}
+	n := 0
+	for b := range byteSlices(r) {
+		if _, ok := shared(*b); !ok {
+			n += len(*b)
+		}
 	}
 	buf := make([]byte, 0, n)
-	own := func(b []byte) []byte {
-		switch {
-		case b == nil:
-			return nil // null stays null, empty stays empty
-		case len(b) == 0:
-			return []byte{}
+	for b := range byteSlices(r) {
+		switch v, ok := shared(*b); {
+		case ok:
+			*b = v
+		case *b == nil:
+			// null stays null
+		case len(*b) == 0:
+			*b = []byte{} // empty stays empty
+		default:
+			buf = append(buf, *b...)
+			*b = buf[len(buf)-len(*b) : len(buf) : len(buf)]
 		}
-		if was != nil {
-			if v, ok := copiedAs(b, was, is); ok {
-				return v
+	}
+}
+
+// byteSlices yields r's key, value and header values, to read or replace.
+func byteSlices(r *kgo.Record) iter.Seq[*[]byte] {
+	return func(yield func(*[]byte) bool) {
+		if !yield(&r.Key) || !yield(&r.Value) {
+			return
+		}
+		for i := range r.Headers {
+			if !yield(&r.Headers[i].Value) {
+				return
 			}
 		}
-		buf = append(buf, b...)
-		return buf[len(buf)-len(b) : len(buf) : len(buf)]
 	}
-	c.Key, c.Value = own(r.Key), own(r.Value)
-	for i := range c.Headers {
-		c.Headers[i].Value = own(c.Headers[i].Value)
-	}
-	return &c
 }
 
 // copiedAs returns the slice of is that copies b, if b is one of was's.

@@ -51,12 +51,12 @@ type entry struct {
 	out      *kgo.Record // what to produce
 	at       time.Time   // when held: when to produce out
 	dead     bool        // out is a dead letter
+	done     bool        // the broker acknowledged out
 	attempts int         // failed produces so far
 	first    time.Time   // the first produce of out, from which DeliveryTimeout counts
 	lastErr  error       // the last failure that says more than that the client gave up
 	due      time.Time   // out is a delivery due then (kdelay-deliver-at); zero for a hop or a dead letter
 	lateFrom time.Time   // lateness counts from this rather than due: written to the ingress past due
-	done     bool        // the broker acknowledged out
 	size     int64       // what src counts in the worker's buffer
 	id       string      // the message id, once routed: commands name it
 	mark     *moveMark   // a copy moved ahead by a scan: marked once acknowledged
