@@ -210,7 +210,7 @@ func (e *entry) own() {
 		ownIn(e.out, e.src, src)
 	}
 	if e.out != &e.rec {
-		e.rec = kgo.Record{} // a record before out: it must keep no slice of the slab
+		e.rec = kgo.Record{} // the record out replaced (a dead letter, a retry): it must keep no slice of the slab
 	}
 	e.src = src
 }
