@@ -22,14 +22,7 @@ import (
 func TestHeldRecordsLetTheirFetchGo(t *testing.T) {
 	t.Parallel()
 	now := time.Now()
-	cfg := Config{
-		Levels:  mustParse(t, "1s", "5s"),
-		Topics:  kdelay.Topics{Prefix: "kdelay"},
-		NowFunc: func() time.Time { return now },
-	}
-	w := &worker{cfg: &cfg, level: IngressLevel, obs: nopObserver{}, rules: kdelay.Rules{Topics: cfg.Topics}, parts: map[int32]*partition{}}
-	p := newPartition(0, 0)
-	w.parts[0] = p
+	w, p := ingressAt(t, now)
 
 	collected := make(chan struct{})
 	p.enqueue(fetchOf(t, now, 100, collected))
@@ -62,19 +55,11 @@ func TestHeldRecordsLetTheirFetchGo(t *testing.T) {
 
 // TestHeldRecordIsCopiedOnce checks what holding a remainder costs: its
 // source gets bytes of its own, and the record it will produce shares them
-// and stays in its entry rather than being copied too. At 20,000 records/s
-// every record waits as a remainder once, so a second copy was a quarter
-// of the live heap.
+// and stays in its entry rather than being copied too: every record waits
+// as a remainder once, so what one costs, each costs.
 func TestHeldRecordIsCopiedOnce(t *testing.T) {
 	now := time.Now()
-	cfg := Config{
-		Levels:  mustParse(t, "1s", "5s"),
-		Topics:  kdelay.Topics{Prefix: "kdelay"},
-		NowFunc: func() time.Time { return now },
-	}
-	w := &worker{cfg: &cfg, level: IngressLevel, obs: nopObserver{}, rules: kdelay.Rules{Topics: cfg.Topics}, parts: map[int32]*partition{}}
-	p := newPartition(0, 0)
-	w.parts[0] = p
+	w, p := ingressAt(t, now)
 	p.enqueue(fetchOf(t, now, 1, make(chan struct{})))
 	w.route(p.take(), now, now)
 	e := w.held.top()
@@ -93,6 +78,21 @@ func TestHeldRecordIsCopiedOnce(t *testing.T) {
 	if got := string(e.out.Value); got != "value 0" {
 		t.Errorf("the held record's value is %q, want %q", got, "value 0")
 	}
+}
+
+// ingressAt is an ingress worker with levels of 1s and 5s whose clock
+// stands at now, and its partition 0.
+func ingressAt(t *testing.T, now time.Time) (*worker, *partition) {
+	t.Helper()
+	cfg := Config{
+		Levels:  mustParse(t, "1s", "5s"),
+		Topics:  kdelay.Topics{Prefix: "kdelay"},
+		NowFunc: func() time.Time { return now },
+	}
+	w := &worker{cfg: &cfg, level: IngressLevel, obs: nopObserver{}, rules: kdelay.Rules{Topics: cfg.Topics}, parts: map[int32]*partition{}}
+	p := newPartition(0, 0)
+	w.parts[0] = p
+	return w, p
 }
 
 // fetchOf makes n records as the client decodes a fetch: one slab of
