@@ -116,7 +116,7 @@ func (f *Forwarder) newShared(all []stage, drains []dropped, old *shared) (*shar
 		s.cl = cl
 	}
 	for i, w := range s.workers {
-		w.cl = newStageClient(s.cl, w.source, gate, false)
+		w.cl = newStageClient(s.cl, w.source, gate, false, w.landed)
 		w.cl.hold, w.cl.wait = hold, wait
 		w.txn = s.txn
 		w.dlqMax = dlqLimit(s.cl, &f.cfg, f.dlqMax)

@@ -21,11 +21,12 @@ import (
 type stageClient struct {
 	kafka  *kgo.Client
 	source string
-	gate   *pollGate  // shared by every stageClient of kafka
-	hold   *pollHold  // shared likewise; nil on a stage's own client, which pauses instead
-	wait   *fetchWait // shared likewise; nil on a stage's own client, whose fetches wait FetchMaxWait
-	own    bool       // the stage's own client, which it polls and closes; else the Forwarder does
-	closed sync.Once  // kafka is closed once: see close
+	gate   *pollGate           // shared by every stageClient of kafka
+	hold   *pollHold           // shared likewise; nil on a stage's own client, which pauses instead
+	wait   *fetchWait          // shared likewise; nil on a stage's own client, whose fetches wait FetchMaxWait
+	own    bool                // the stage's own client, which it polls and closes; else the Forwarder does
+	closed sync.Once           // kafka is closed once: see close
+	land   func(*entry, error) // the worker's, given each entry's outcome (produce)
 
 	// flying counts the stage's records produced and not yet answered;
 	// landed is closed when it falls to 0 while flush waits (see flush).
@@ -40,8 +41,8 @@ type stageClient struct {
 	eraLanded [2]chan struct{}
 }
 
-func newStageClient(kafka *kgo.Client, source string, gate *pollGate, own bool) *stageClient {
-	return &stageClient{kafka: kafka, source: source, gate: gate, own: own}
+func newStageClient(kafka *kgo.Client, source string, gate *pollGate, own bool, land func(*entry, error)) *stageClient {
+	return &stageClient{kafka: kafka, source: source, gate: gate, own: own, land: land}
 }
 
 // pause stops fetching the partitions ids of the source until resume; a
@@ -60,31 +61,54 @@ func (c *stageClient) resume(ids ...int32) {
 func (c *stageClient) pauseSource()  { c.kafka.PauseFetchTopics(c.source) }
 func (c *stageClient) resumeSource() { c.kafka.ResumeFetchTopics(c.source) }
 
-// produce hands r to the client; promise is called once with the outcome.
-// It never blocks: a client holding MaxBufferedRecords already fails r at
-// once with kgo.ErrMaxBuffered, which the worker retries after a backoff
-// (applyAcks). A blocking Produce would wait under the worker's lock for a
-// target that may never answer, and once stages share a client, hold back
-// every stage's loop with it.
-func (c *stageClient) produce(r *kgo.Record, promise func(*kgo.Record, error)) {
-	c.mu.Lock()
-	c.flying++
-	era := c.era
-	c.eraFlying[era]++
-	c.mu.Unlock()
-	c.kafka.TryProduce(context.Background(), r, func(r *kgo.Record, err error) {
-		promise(r, err)
-		c.mu.Lock()
-		defer c.mu.Unlock()
-		if c.flying--; c.flying == 0 && c.landed != nil {
-			close(c.landed)
-			c.landed = nil
-		}
-		if c.eraFlying[era]--; c.eraFlying[era] == 0 && c.eraLanded[era] != nil {
-			close(c.eraLanded[era])
-			c.eraLanded[era] = nil
-		}
+// produce hands r, e's record, to the client; land is called once with the
+// outcome. It never blocks: a client holding MaxBufferedRecords already
+// fails r at once with kgo.ErrMaxBuffered, which the worker retries after a
+// backoff (applyAcks). A blocking Produce would wait under the worker's lock
+// for a target that may never answer, and since stages share a client, hold
+// back every stage's loop with it.
+//
+// One callback both tells the worker and counts the record answered: every
+// record forwarded comes here, and each closure is an allocation.
+func (c *stageClient) produce(r *kgo.Record, e *entry) {
+	era := c.sent()
+	c.kafka.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) {
+		c.land(e, err)
+		c.answered(era)
 	})
+}
+
+// produceFunc is produce for a record that is no entry's: promise is called
+// once with the outcome.
+func (c *stageClient) produceFunc(r *kgo.Record, promise func(error)) {
+	era := c.sent()
+	c.kafka.TryProduce(context.Background(), r, func(_ *kgo.Record, err error) {
+		promise(err)
+		c.answered(era)
+	})
+}
+
+// sent counts a record in flight, and returns its era.
+func (c *stageClient) sent() (era int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.flying++
+	c.eraFlying[c.era]++
+	return c.era
+}
+
+// answered counts a record of era out of flight, once its outcome is told.
+func (c *stageClient) answered(era int) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.flying--; c.flying == 0 && c.landed != nil {
+		close(c.landed)
+		c.landed = nil
+	}
+	if c.eraFlying[era]--; c.eraFlying[era] == 0 && c.eraLanded[era] != nil {
+		close(c.eraLanded[era])
+		c.eraLanded[era] = nil
+	}
 }
 
 // newEra starts a new era of the stage's produces and returns a channel

@@ -2,8 +2,6 @@ package forwarder
 
 import (
 	"time"
-
-	"github.com/twmb/franz-go/pkg/kgo"
 )
 
 // obey applies the command in force for env's id, if any, to e, a record
@@ -57,7 +55,7 @@ func (w *worker) markMoved(m moveMark) { w.writeMark(m.id, m.cmd, m.source) }
 
 func (w *worker) writeMark(id string, cmd command, moved string) {
 	w.noteProduced()
-	w.cl.produce(markRecord(w.cfg.Topics.Control(), id, cmd, moved), func(_ *kgo.Record, err error) {
+	w.cl.produceFunc(markRecord(w.cfg.Topics.Control(), id, cmd, moved), func(err error) {
 		if err != nil {
 			// Only this process knows the command matched: another may look
 			// for the record in vain, or report the command unmatched.

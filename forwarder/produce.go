@@ -22,9 +22,7 @@ const (
 	clientRetries   = 4
 )
 
-// produce hands e.out to the client. The callback only records the outcome:
-// the loop acts on it under mu, so a callback never waits on the loop while
-// the loop waits on the client for buffer space.
+// produce hands e.out to the client, which tells landed the outcome.
 func (w *worker) produce(e *entry) {
 	// The record is stamped here, as the client would stamp it, so that
 	// the clock is read once per record, not twice. A retry keeps its
@@ -47,26 +45,32 @@ func (w *worker) produce(e *entry) {
 	if w.txn != nil && !e.due.IsZero() {
 		w.handing.uncommittedDue = earliest(w.handing.uncommittedDue, e.due)
 	}
-	due := e.due
-	if !due.IsZero() && !e.lateFrom.IsZero() {
-		due = e.lateFrom
-	}
 	// The record goes on in the context the client's hooks gave the record
 	// it came from (nil without hooks): a tracing hook such as kotel's then
 	// makes its publish span a child of the receive span, and the trace
 	// goes on. Set at every try, so that a retry is a sibling of the
 	// failed publish, not its child.
 	e.out.Context = e.src.Context
-	w.cl.produce(e.out, func(_ *kgo.Record, err error) {
-		if err == nil && !due.IsZero() {
-			// Here, not when the loop applies the ack: that may be a
-			// CheckInterval later, and this is when consumers can read it.
-			w.obs.Delivered(w.cfg.NowFunc().Sub(due))
+	w.cl.produce(e.out, e)
+}
+
+// landed takes the client's answer for e's record. It only records it: the
+// loop acts on it under mu, so a callback never waits on the loop while the
+// loop waits on the client for buffer space. It reads what produce set of e:
+// nothing changes that until the loop applies the answer.
+func (w *worker) landed(e *entry, err error) {
+	if err == nil && !e.due.IsZero() {
+		// Here, not when the loop applies the ack: that may be a
+		// CheckInterval later, and this is when consumers can read it.
+		due := e.due
+		if !e.lateFrom.IsZero() {
+			due = e.lateFrom
 		}
-		if w.inbox.putAck(ack{e, err}) {
-			w.wake()
-		}
-	})
+		w.obs.Delivered(w.cfg.NowFunc().Sub(due))
+	}
+	if w.inbox.putAck(ack{e, err}) {
+		w.wake()
+	}
 }
 
 // applyAcks marks acknowledged records done and decides what to do with

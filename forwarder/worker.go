@@ -110,7 +110,7 @@ func newWorker(cfg *Config, s stage, dlqMax int, owners *owners) (*worker, error
 	if err != nil {
 		return nil, err
 	}
-	w.cl = newStageClient(cl, w.source, &pollGate{}, true)
+	w.cl = newStageClient(cl, w.source, &pollGate{}, true, w.landed)
 	w.dlqMax = dlqLimit(w.cl.kafka, cfg, dlqMax)
 	return w, nil
 }
