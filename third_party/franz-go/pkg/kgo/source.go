@@ -2109,6 +2109,44 @@ func (o *ProcessFetchPartitionOpts) processRecordBatch(
 	return ndecoded, uncompressedBytes
 }
 
+// headerSlab is where readRawRecordsDirect decodes the headers of one
+// batch's records: one slice for all of them, each record's a full slice of
+// it (appending to one copies it rather than write over the next), and the
+// header names as strings made once, as the records of a batch most often
+// carry the same names in the same places. (kdelay's patch: a slice and a
+// string a header were most of what decoding a record allocated.)
+type headerSlab struct {
+	free  []RecordHeader
+	names []string // the last name seen at each place
+}
+
+// maxHeaderSlab bounds a slab, in headers, so that a header count read off
+// the wire sizes it no larger than that record's headers or this.
+const maxHeaderSlab = 4096
+
+// take returns room for a record's n headers, left records to go in the
+// batch, this one included.
+func (s *headerSlab) take(n, left int) []RecordHeader {
+	if len(s.free) < n {
+		s.free = make([]RecordHeader, max(n, min(n*left, maxHeaderSlab)))
+	}
+	hs := s.free[:n:n]
+	s.free = s.free[n:]
+	return hs
+}
+
+// name is the string of the header name b at place i, called for places 0,
+// 1, 2... of each record in turn: the string made for an earlier record's
+// name there when it is the same.
+func (s *headerSlab) name(i int, b []byte) string {
+	if i == len(s.names) {
+		s.names = append(s.names, string(b))
+	} else if s.names[i] != string(b) {
+		s.names[i] = string(b)
+	}
+	return s.names[i]
+}
+
 // readRawRecordsDirect decodes up to len(rs) raw v2 records from in into rs,
 // returning how many it decoded; it stops at the first record that is
 // truncated or does not decode.
@@ -2116,6 +2154,7 @@ func readRawRecordsDirect(ctx context.Context, rs []Record, in []byte, topic str
 	var (
 		attrs = RecordAttrs{uint8(batch.Attributes)}
 		n     int
+		hs    headerSlab
 	)
 	for ; n < len(rs); n++ {
 		length, used := kbin.Varint(in)
@@ -2131,9 +2170,9 @@ func readRawRecordsDirect(ctx context.Context, rs []Record, in []byte, topic str
 		value := b.VarintBytes()
 		var headers []RecordHeader
 		if nh := int(b.VarintArrayLen()); nh > 0 {
-			headers = make([]RecordHeader, nh)
+			headers = hs.take(nh, len(rs)-n)
 			for i := range headers {
-				headers[i] = RecordHeader{Key: b.VarintString(), Value: b.VarintBytes()}
+				headers[i] = RecordHeader{Key: hs.name(i, b.VarintBytes()), Value: b.VarintBytes()}
 			}
 		}
 		if !b.Ok() {
