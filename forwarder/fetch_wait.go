@@ -68,15 +68,17 @@ func newFetchWait(cfg *Config) *fetchWait {
 }
 
 // start sets the wait of cl from now on; with IdleFetchMaxWait no longer
-// than FetchMaxWait, it leaves the client's alone.
+// than FetchMaxWait, it leaves the client's alone (see assigned).
 func (f *fetchWait) start(cl *kgo.Client) {
-	if f == nil || f.short >= f.long {
+	if f == nil {
 		return
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.cl = cl
-	f.apply(false)
+	if f.short < f.long {
+		f.apply(false)
+	}
 }
 
 // stop ends the changes, when the client closes.
@@ -128,13 +130,44 @@ func (f *fetchWait) busy() {
 // exactly-once they wait for the last owner's transaction to end. f may be
 // nil: a stage's own client has no fetchWait.
 func (f *fetchWait) assigned() {
-	if f == nil || f.short >= f.long {
+	if f == nil {
+		return
+	}
+	if f.short >= f.long {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		f.assignedFixed()
 		return
 	}
 	f.active.Store(f.now().UnixNano())
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.apply(true)
+}
+
+// assignedFixed is assigned when the wait never changes (IdleFetchMaxWait no
+// longer than FetchMaxWait): a FetchMaxWait longer than the default would
+// hold the partitions assigned for as long. Fetches wait the default for
+// pressedLead instead, and the longer ones in flight end; the partitions join
+// the fetches within that spell. mu must be held.
+func (f *fetchWait) assignedFixed() {
+	if f.cl == nil || f.closed || f.short <= DefaultFetchMaxWait {
+		return
+	}
+	f.cl.UpdateFetchMaxWait(DefaultFetchMaxWait)
+	f.cl.EndFetchesLongerThan(DefaultFetchMaxWait)
+	restore := func() {
+		f.mu.Lock()
+		defer f.mu.Unlock()
+		if !f.closed {
+			f.cl.UpdateFetchMaxWait(f.short)
+		}
+	}
+	if f.timer == nil {
+		f.timer = time.AfterFunc(pressedLead, restore)
+	} else {
+		f.timer.Reset(pressedLead)
+	}
 }
 
 // apply sets the client's wait for now, and the timer for when it must

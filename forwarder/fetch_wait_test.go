@@ -195,9 +195,21 @@ func checkIDs(t *testing.T, ids map[string]int, want ...string) {
 // forwarder has, and the wait one minute.
 func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 	t.Parallel()
+	assignedAfterAnIdleRound(t, func(cfg *Config) { cfg.IdleFetchMaxWait = time.Minute })
+}
+
+// The same with a FetchMaxWait of one minute, no shorter than
+// IdleFetchMaxWait: the wait never changes, and the first round's fetch
+// holds the second round's partitions just as long.
+func TestPartitionsAssignedAfterALongFetchAreFetched(t *testing.T) {
+	t.Parallel()
+	assignedAfterAnIdleRound(t, func(cfg *Config) { cfg.FetchMaxWait = time.Minute })
+}
+
+func assignedAfterAnIdleRound(t *testing.T, wait func(*Config)) {
 	fx := setup(t, []string{"1s"})
 	cfg := fx.cfg
-	cfg.IdleFetchMaxWait = time.Minute
+	wait(&cfg)
 	cfg.Partitions = 4
 	more := cfg // before the hook: the second forwarder's fetches are not counted
 	cfg.InstanceID = "first"
@@ -247,8 +259,8 @@ func TestPartitionsAssignedAfterAnIdleRoundAreFetched(t *testing.T) {
 		}
 	}
 	if got := arrived.Until(20*time.Second, atLeast(len(ids))); len(got) < len(ids) {
-		t.Fatalf("%d of %d records due at once in the partitions the second round assigned were delivered within 20s: they waited for a fetch of IdleFetchMaxWait (%s)",
-			len(got), len(ids), cfg.IdleFetchMaxWait)
+		t.Fatalf("%d of %d records due at once in the partitions the second round assigned were delivered within 20s: they waited for a fetch of %s",
+			len(got), len(ids), max(cfg.FetchMaxWait, cfg.IdleFetchMaxWait))
 	}
 	checkIDs(t, kafkatest.IDs(arrived.Arrivals()), ids...)
 }
