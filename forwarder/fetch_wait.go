@@ -156,17 +156,19 @@ func (f *fetchWait) assignedFixed() {
 	}
 	f.cl.UpdateFetchMaxWait(DefaultFetchMaxWait)
 	f.cl.EndFetchesLongerThan(DefaultFetchMaxWait)
-	restore := func() {
-		f.mu.Lock()
-		defer f.mu.Unlock()
-		if !f.closed {
-			f.cl.UpdateFetchMaxWait(f.short)
-		}
-	}
 	if f.timer == nil {
-		f.timer = time.AfterFunc(pressedLead, restore)
+		f.timer = time.AfterFunc(pressedLead, f.restore)
 	} else {
 		f.timer.Reset(pressedLead)
+	}
+}
+
+// restore is assignedFixed's timer: fetches wait FetchMaxWait again.
+func (f *fetchWait) restore() {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if !f.closed {
+		f.cl.UpdateFetchMaxWait(f.short)
 	}
 }
 

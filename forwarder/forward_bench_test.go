@@ -29,6 +29,7 @@ import (
 func BenchmarkForward(b *testing.B) {
 	cluster := kafkatest.New(b)
 	name := kafkatest.Name(b)
+	cluster.DeleteOnCleanup(name)
 	target := name + ".target"
 	cluster.CreateTopic(target, 3, nil)
 	set, err := levels.Parse([]string{"1s"})
