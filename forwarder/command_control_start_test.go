@@ -1,7 +1,9 @@
 package forwarder
 
 import (
+	"context"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kerr"
@@ -58,6 +60,49 @@ func TestCommandRightAfterStart(t *testing.T) {
 		}
 		if n := notYet.Hits(); n != 3 {
 			t.Errorf("ListOffsets of control partition 1 refused %d times, want 3", n)
+		}
+	})
+}
+
+// TestCommandAfterAFetchRefused: a cancel written to a partition of the
+// control topic just after the broker refused to serve it for a moment (its
+// leader moved, and the client's leader epoch is older than the broker's)
+// is in force before the record it names is due. The reader's client loads
+// the partition's offset again, and then fetched it only once the fetch it
+// had sent meanwhile for the other partitions ended, after up to its 5 s:
+// the cancel came after the record left.
+func TestCommandAfterAFetchRefused(t *testing.T) {
+	t.Parallel()
+	inBubble(t, commandLevels, func(b *bubble) {
+		control := b.cfg.WithDefaults().Topics.Control()
+		fetches := b.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: control, Count: -1, Observe: true})
+		f, stop := b.start(b.cfg)
+		defer stop()
+		// Once the reader fetched and every goroutine waits, its next
+		// fetch is with the broker: the fault refuses partition 1 in
+		// the one after, and the fetch sent then for the others waits
+		// for records.
+		if err := fetches.Wait(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		refused := b.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: control, Partitions: []int32{1},
+			Err: kerr.FencedLeaderEpoch})
+		if err := refused.Wait(context.Background(), 1); err != nil {
+			t.Fatal(err)
+		}
+		synctest.Wait()
+		arrivals := b.watch("witness", time.Minute)
+		b.delayed("order-1", 2*time.Second)
+		b.delayed("witness", 3*time.Second)
+		cancel := b.commandRecord("order-1", kdelay.CommandCancel)
+		cancel.Partition = 1
+		b.producer()(cancel)
+		if at := arrivals(); at["order-1"] != nil {
+			t.Errorf("order-1 was cancelled 2 s before it was due, and arrived at %v", at["order-1"])
+		}
+		if got := f.Stats().Cancelled; got != 1 {
+			t.Errorf("Stats.Cancelled = %d, want 1", got)
 		}
 	})
 }

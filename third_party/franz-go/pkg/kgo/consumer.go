@@ -2331,8 +2331,16 @@ func (s *consumerSession) handleListOrEpochResults(loaded loadedOffsets) (reload
 				lastConsumedTime:  prior.lastConsumedTime,
 				hwm:               prior.hwm,
 			})
+			source := load.cursor.source
 			load.cursor.allowUsable()
 			s.c.usingCursors.use(load.cursor)
+			// kdelay's patch: the source's fetch in flight, sent
+			// while this partition was loading (after a leader
+			// moved, a fenced epoch, an offset reset), holds it out
+			// until the broker answers that fetch, up to its whole
+			// wait. A long one is ended, so that the partition is
+			// fetched at once (see endLoadedLongerThan).
+			source.inflight.endIfLonger(endLoadedLongerThan)
 		}
 
 		_, isDataLoss := errors.AsType[*ErrDataLoss](load.err)
