@@ -2305,6 +2305,18 @@ func (s *consumerSession) handleListOrEpochResults(loaded loadedOffsets) (reload
 	s.listOrEpochMu.Lock()
 	defer s.listOrEpochMu.Unlock()
 
+	// kdelay's patch: the fetch each source has in flight was sent while
+	// these partitions were loading (after a leader moved, a fenced epoch,
+	// an offset reset), and holds them out until the broker answers it, up
+	// to its whole wait. A long one is ended once, after the loop, so that
+	// they are fetched at once (see endLoadedLongerThan).
+	var usedOn []*source
+	defer func() {
+		for _, src := range usedOn {
+			src.inflight.endIfLonger(endLoadedLongerThan)
+		}
+	}()
+
 	for _, load := range loaded.loaded {
 		s.listOrEpochLoadsLoading.removeLoad(load.topic, load.partition) // remove the tracking of this load from our session
 
@@ -2331,16 +2343,11 @@ func (s *consumerSession) handleListOrEpochResults(loaded loadedOffsets) (reload
 				lastConsumedTime:  prior.lastConsumedTime,
 				hwm:               prior.hwm,
 			})
-			source := load.cursor.source
+			if !slices.Contains(usedOn, load.cursor.source) {
+				usedOn = append(usedOn, load.cursor.source)
+			}
 			load.cursor.allowUsable()
 			s.c.usingCursors.use(load.cursor)
-			// kdelay's patch: the source's fetch in flight, sent
-			// while this partition was loading (after a leader
-			// moved, a fenced epoch, an offset reset), holds it out
-			// until the broker answers that fetch, up to its whole
-			// wait. A long one is ended, so that the partition is
-			// fetched at once (see endLoadedLongerThan).
-			source.inflight.endIfLonger(endLoadedLongerThan)
 		}
 
 		_, isDataLoss := errors.AsType[*ErrDataLoss](load.err)
