@@ -3223,9 +3223,10 @@ func (f *inflightFetch) end() {
 
 // endLoadedLongerThan is the wait, in milliseconds, beyond which a fetch in
 // flight is ended when a partition of its source finishes loading its offset
-// (handleListOrEpochResults). Such loads come after errors and moves, not on
-// every poll, so ending the fetch, which costs a new connection, is rare; a
-// shorter fetch ends about as soon as a new connection would be made.
+// (handleListOrEpochResults). Such loads come after errors, moves and
+// assignments (a committed offset's epoch is checked), not on every poll, so
+// ending the fetch, which costs a new connection, is rare; a shorter fetch
+// ends about as soon as a new connection would be made.
 const endLoadedLongerThan = 500
 
 // endIfLonger ends the fetch in flight if it was sent with a longer wait
