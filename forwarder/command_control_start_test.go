@@ -46,18 +46,7 @@ func TestCommandRightAfterStart(t *testing.T) {
 			Err: kerr.UnknownTopicOrPartition, Count: 3})
 		f, stop := b.start(b.cfg)
 		defer stop()
-		arrivals := b.watch("witness", time.Minute)
-		b.delayed("order-1", 2*time.Second)
-		b.delayed("witness", 3*time.Second)
-		cancel := b.commandRecord("order-1", kdelay.CommandCancel)
-		cancel.Partition = 1
-		b.producer()(cancel)
-		if at := arrivals(); at["order-1"] != nil {
-			t.Errorf("order-1 was cancelled at once, and arrived at %v", at["order-1"])
-		}
-		if got := f.Stats().Cancelled; got != 1 {
-			t.Errorf("Stats.Cancelled = %d, want 1", got)
-		}
+		b.cancelOnPartition1(f)
 		if n := notYet.Hits(); n != 3 {
 			t.Errorf("ListOffsets of control partition 1 refused %d times, want 3", n)
 		}
@@ -92,17 +81,25 @@ func TestCommandAfterAFetchRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		synctest.Wait()
-		arrivals := b.watch("witness", time.Minute)
-		b.delayed("order-1", 2*time.Second)
-		b.delayed("witness", 3*time.Second)
-		cancel := b.commandRecord("order-1", kdelay.CommandCancel)
-		cancel.Partition = 1
-		b.producer()(cancel)
-		if at := arrivals(); at["order-1"] != nil {
-			t.Errorf("order-1 was cancelled 2 s before it was due, and arrived at %v", at["order-1"])
-		}
-		if got := f.Stats().Cancelled; got != 1 {
-			t.Errorf("Stats.Cancelled = %d, want 1", got)
-		}
+		b.cancelOnPartition1(f)
 	})
+}
+
+// cancelOnPartition1 writes order-1, due in 2 s, a witness due in 3 s, and
+// a cancel of order-1 to partition 1 of the control topic, and fails the
+// test unless f cancelled order-1 and delivered the witness.
+func (b *bubble) cancelOnPartition1(f *Forwarder) {
+	b.t.Helper()
+	arrivals := b.watch("witness", time.Minute)
+	b.delayed("order-1", 2*time.Second)
+	b.delayed("witness", 3*time.Second)
+	cancel := b.commandRecord("order-1", kdelay.CommandCancel)
+	cancel.Partition = 1
+	b.producer()(cancel)
+	if at := arrivals(); at["order-1"] != nil {
+		b.t.Errorf("order-1 was cancelled 2 s before it was due, and arrived at %v", at["order-1"])
+	}
+	if got := f.Stats().Cancelled; got != 1 {
+		b.t.Errorf("Stats.Cancelled = %d, want 1", got)
+	}
 }
