@@ -67,17 +67,19 @@ func TestCommandAfterAFetchRefused(t *testing.T) {
 		fetches := b.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: control, Count: -1, Observe: true})
 		f, stop := b.start(b.cfg)
 		defer stop()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
 		// Once the reader fetched and every goroutine waits, its next
 		// fetch is with the broker: the fault refuses partition 1 in
 		// the one after, and the fetch sent then for the others waits
 		// for records.
-		if err := fetches.Wait(context.Background(), 1); err != nil {
+		if err := fetches.Wait(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
 		refused := b.fake.Fault(kfake.Fault{Keys: []kmsg.Key{kmsg.Fetch}, Topic: control, Partitions: []int32{1},
 			Err: kerr.FencedLeaderEpoch})
-		if err := refused.Wait(context.Background(), 1); err != nil {
+		if err := refused.Wait(ctx, 1); err != nil {
 			t.Fatal(err)
 		}
 		synctest.Wait()
