@@ -2307,7 +2307,7 @@ func (s *consumerSession) handleListOrEpochResults(loaded loadedOffsets) (reload
 
 	// kdelay's patch: the fetch each source has in flight was sent while
 	// these partitions were loading (after a leader moved, a fenced epoch,
-	// an offset reset), and holds them out until the broker answers it, up
+	// an offset reset, an assignment), and holds them out until the broker answers it, up
 	// to its whole wait. A long one is ended once, after the loop, so that
 	// they are fetched at once (see endLoadedLongerThan).
 	var usedOn []*source
