@@ -39,6 +39,9 @@ type sink struct {
 	backoffMu   xsync.Mutex // guards the following
 	needBackoff bool
 	backoffSeq  uint32 // prevents pile on failures
+	// backoffTxn: every backoff asked for since the last one is a
+	// transaction's (see triggerBackoff).
+	backoffTxn bool
 
 	// consecutiveFailures is incremented every backoff and cleared every
 	// successful response. For simplicity, if we have a good response
@@ -255,7 +258,7 @@ func (s *sink) maybeDrain() {
 
 func (s *sink) maybeBackoff() {
 	s.backoffMu.Lock()
-	backoff := s.needBackoff
+	backoff, txn := s.needBackoff, s.backoffTxn
 	s.backoffMu.Unlock()
 
 	if !backoff {
@@ -266,7 +269,14 @@ func (s *sink) maybeBackoff() {
 	s.cl.triggerUpdateMetadata(false, "opportunistic load during sink backoff") // as good a time as any
 
 	tries := int(s.consecutiveFailures.Add(1))
-	after := time.NewTimer(s.cl.cfg.retryBackoff(tries))
+	wait := s.cl.cfg.retryBackoff(tries)
+	if txn {
+		// Doubling from the transaction backoff, as
+		// doWithConcurrentTransactions lengthens its own while the
+		// broker keeps answering so.
+		wait = min(wait, s.cl.cfg.txnBackoff<<min(tries-1, 16))
+	}
+	after := time.NewTimer(wait)
 	defer after.Stop()
 
 	select {
@@ -276,10 +286,17 @@ func (s *sink) maybeBackoff() {
 	}
 }
 
-func (s *sink) maybeTriggerBackoff(seq uint32) {
+func (s *sink) maybeTriggerBackoff(seq uint32) { s.triggerBackoff(seq, false) }
+
+// triggerBackoff asks for a backoff before the next produce, as
+// maybeTriggerBackoff does; txn says it is for CONCURRENT_TRANSACTIONS, so
+// that maybeBackoff waits the transaction backoff when every backoff asked
+// for since the last is such.
+func (s *sink) triggerBackoff(seq uint32, txn bool) {
 	s.backoffMu.Lock()
 	defer s.backoffMu.Unlock()
 	if seq == s.backoffSeq {
+		s.backoffTxn = txn && (s.backoffTxn || !s.needBackoff)
 		s.needBackoff = true
 	}
 }
@@ -288,7 +305,7 @@ func (s *sink) clearBackoff() {
 	s.backoffMu.Lock()
 	defer s.backoffMu.Unlock()
 	s.backoffSeq++
-	s.needBackoff = false
+	s.needBackoff, s.backoffTxn = false, false
 }
 
 // drain drains buffered records and issues produce requests.
@@ -854,7 +871,7 @@ func (s *sink) handleReqClientErr(req *produceRequest, err error) {
 		} else {
 			s.cl.cfg.logger.Log(LogLevelDebug, "produce request failed with a retryable error, retrying without a metadata update", "broker", logID(s.nodeID), "err", err)
 		}
-		s.handleRetryBatches(req.batches, nil, req.backoffSeq, updateMeta, false, "failed produce request triggered metadata update")
+		s.handleRetryBatches(req.batches, nil, req.backoffSeq, updateMeta, false, false, "failed produce request triggered metadata update")
 
 	case errors.Is(err, ErrClientClosed):
 		s.cl.failBufferedRecords(ErrClientClosed)
@@ -875,7 +892,7 @@ func (s *sink) handleReqClientErr(req *produceRequest, err error) {
 				batch.owner.failAllRecords(err)
 			}
 		})
-		s.handleRetryBatches(req.batches, nil, req.backoffSeq, true, false, "produce request failed with a version error")
+		s.handleRetryBatches(req.batches, nil, req.backoffSeq, true, false, false, "produce request failed with a version error")
 	}
 }
 
@@ -945,8 +962,9 @@ func (s *sink) handleReqResp(br *broker, req *produceRequest, resp kmsg.Response
 	}
 
 	var kmove kip951move
-	var reqRetry seqRecBatches   // handled at the end
-	var reqBackoff seqRecBatches // retried after the produce backoff, no metadata update
+	var reqRetry seqRecBatches      // handled at the end
+	var reqBackoff seqRecBatches    // retried after the produce backoff, no metadata update
+	var reqTxnBackoff seqRecBatches // retried after the transaction backoff, no metadata update
 
 	kresp := resp.(*kmsg.ProduceResponse)
 	for i := range kresp.Topics {
@@ -1007,9 +1025,20 @@ func (s *sink) handleReqResp(br *broker, req *produceRequest, resp kmsg.Response
 				// comes from a leader that is still the leader:
 				// metadata has nothing to say, so we retry after
 				// the produce backoff.
-				if rp.ErrorCode == kerr.RequestTimedOut.Code || rp.ErrorCode == kerr.NotEnoughReplicasAfterAppend.Code {
+				//
+				// CONCURRENT_TRANSACTIONS (KIP-890) says the
+				// transaction before this one still writes its
+				// markers: that too is no news of the leader, and
+				// it passes within milliseconds, as the same error
+				// on AddPartitionsToTxn does, which is retried after
+				// the transaction backoff. Waiting for a metadata
+				// update instead waited for the metadata's min age.
+				switch rp.ErrorCode {
+				case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicasAfterAppend.Code:
 					reqBackoff.addSeqBatch(topic, tid, partition, batch)
-				} else {
+				case kerr.ConcurrentTransactions.Code:
+					reqTxnBackoff.addSeqBatch(topic, tid, partition, batch)
+				default:
 					reqRetry.addSeqBatch(topic, tid, partition, batch)
 				}
 			}
@@ -1032,13 +1061,16 @@ func (s *sink) handleReqResp(br *broker, req *produceRequest, resp kmsg.Response
 
 	if len(req.batches.bs) > 0 {
 		s.cl.cfg.logger.Log(LogLevelError, "broker did not reply to all topics / partitions in the produce request! reenqueuing missing partitions", "broker", logID(s.nodeID))
-		s.handleRetryBatches(req.batches, nil, req.backoffSeq, true, false, "broker did not reply to all topics in produce request")
+		s.handleRetryBatches(req.batches, nil, req.backoffSeq, true, false, false, "broker did not reply to all topics in produce request")
 	}
 	if len(reqRetry.bs) > 0 {
-		s.handleRetryBatches(reqRetry, &kmove, req.backoffSeq, true, true, "produce request had retry batches")
+		s.handleRetryBatches(reqRetry, &kmove, req.backoffSeq, true, true, false, "produce request had retry batches")
 	}
 	if len(reqBackoff.bs) > 0 {
-		s.handleRetryBatches(reqBackoff, nil, req.backoffSeq, false, true, "produce request had timed out batches")
+		s.handleRetryBatches(reqBackoff, nil, req.backoffSeq, false, true, false, "produce request had timed out batches")
+	}
+	if len(reqTxnBackoff.bs) > 0 {
+		s.handleRetryBatches(reqTxnBackoff, nil, req.backoffSeq, false, true, true, "produce request met a transaction still ending")
 	}
 }
 
@@ -1386,6 +1418,7 @@ func (s *sink) handleRetryBatches(
 	backoffSeq uint32,
 	updateMeta bool, // if we should maybe update the metadata
 	canFail bool, // if records can fail if they are at limits
+	txn bool, // if a backoff is for CONCURRENT_TRANSACTIONS (see triggerBackoff)
 	why string,
 ) {
 	logger := s.cl.cfg.logger
@@ -1498,7 +1531,7 @@ func (s *sink) handleRetryBatches(
 	//
 	// If all partitions are moving, we do not need to backoff nor drain.
 	if shouldBackoff || (!updateMeta && numRetryBatches != numMoveBatches) {
-		s.maybeTriggerBackoff(backoffSeq)
+		s.triggerBackoff(backoffSeq, txn)
 		s.maybeDrain()
 	}
 }
