@@ -73,6 +73,10 @@ type FaultResult struct {
 	MaxDueAt      time.Duration `json:"max_due_at_ns"`
 	FloorMaxDueAt time.Duration `json:"floor_max_due_at_ns"`
 
+	// Records is every record sent, kdelay's then the floor's, for
+	// WriteFaultRecords; not in the JSON report, which stays small.
+	Records []RecordTrace `json:"-"`
+
 	Elapsed time.Duration `json:"elapsed_ns"`
 	// Error says why the scenario did not run to its end; what it measured
 	// until then is above.

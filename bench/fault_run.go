@@ -338,12 +338,14 @@ func (r *faultRun) summarise() {
 	}
 	r.res.All, r.res.DuringFaults = r.lateness(ts)
 	r.res.MaxDueAt = r.maxDueAt(ts)
+	r.res.Records = recordTraces("kdelay", r.started, ts)
 	a := r.res.All
 	r.res.Sent, r.res.Delivered, r.res.Lost, r.res.Early, r.res.MostEarly = a.Sent, a.Delivered, a.Lost, a.Early, a.MostEarly
 	if r.floor != nil && r.floor.coll != nil {
 		floor := r.floor.traced()
 		r.res.Floor, r.res.FloorDuringFaults = r.lateness(floor)
 		r.res.FloorMaxDueAt = r.maxDueAt(floor)
+		r.res.Records = append(r.res.Records, recordTraces("floor", r.started, floor)...)
 		r.res.MaxOverFloor = r.res.All.Max - r.res.Floor.Max
 		r.res.DuringFaultsMaxOverFloor = r.res.DuringFaults.Max - r.res.FloorDuringFaults.Max
 	}

@@ -19,6 +19,7 @@ type faultFlags struct {
 	cfg           bench.FaultConfig
 	levels        []string
 	maxDuplicates string // a share: 1% or 0.01
+	records       string // --records: the CSV of every record
 }
 
 func newBenchFaults(f *benchFlags) *cobra.Command {
@@ -91,7 +92,7 @@ defaults take about 3 minutes per scenario.`,
 			if err != nil {
 				return err
 			}
-			return f.writeFaults(rep, cmd.OutOrStdout())
+			return f.writeFaults(rep, ff.records, cmd.OutOrStdout())
 		},
 	}
 	d := bench.FaultConfig{}.WithDefaults()
@@ -113,6 +114,7 @@ defaults take about 3 minutes per scenario.`,
 	fl.StringVar(&ff.cfg.NodeRole, "node-role", d.NodeRole, "the node node-kill and quorum-loss kill: "+strings.Join(bench.NodeRoles, ", "))
 	fl.DurationVar(&ff.cfg.NodeDown, "node-down", d.NodeDown, "how long a node node-kill or quorum-loss kills stays down")
 	fl.Uint64Var(&ff.cfg.Seed, "seed", d.Seed, "seed of the random delays")
+	fl.StringVar(&ff.records, "records", "", "write every record, kdelay's and the floor's, as CSV to this file: when each was due and arrived, to find which were late and why")
 	return cmd
 }
 
@@ -147,15 +149,15 @@ func (ff *faultFlags) config(f *benchFlags, graceSet bool) (bench.FaultConfig, e
 	return cfg, nil
 }
 
-// writeFaults prints the tables and writes --json; a goal missed or a
-// scenario that did not run to its end makes the command fail, after its
-// figures are out.
-func (f *benchFlags) writeFaults(rep *bench.FaultReport, out io.Writer) error {
+// writeFaults prints the tables and writes --json and --records (records
+// names its file); a goal missed or a scenario that did not run to its end
+// makes the command fail, after its figures are out.
+func (f *benchFlags) writeFaults(rep *bench.FaultReport, records string, out io.Writer) error {
 	if err := bench.WriteFaultTable(out, rep); err != nil {
 		return err
 	}
 	type file = reportFile[*bench.FaultReport]
-	if err := writeFiles(rep, file{f.json, bench.WriteFaultJSON}); err != nil {
+	if err := writeFiles(rep, file{f.json, bench.WriteFaultJSON}, file{records, bench.WriteFaultRecords}); err != nil {
 		return err
 	}
 	if rep.Met() {

@@ -2,6 +2,8 @@ package main
 
 import (
 	"bytes"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -86,7 +88,7 @@ func TestBenchFaultsGoals(t *testing.T) {
 			t.Parallel()
 			var out bytes.Buffer
 			var got string
-			if err := (&benchFlags{}).writeFaults(&tt.rep, &out); err != nil {
+			if err := (&benchFlags{}).writeFaults(&tt.rep, "", &out); err != nil {
 				got = err.Error()
 			}
 			if got != tt.want {
@@ -96,5 +98,36 @@ func TestBenchFaultsGoals(t *testing.T) {
 				t.Errorf("table lacks the goals:\n%s", out.String())
 			}
 		})
+	}
+}
+
+// TestBenchFaultsRecords: --records writes every record of every scenario
+// as CSV, when each was due and arrived, also when a goal is missed, since
+// that is when they are wanted.
+func TestBenchFaultsRecords(t *testing.T) {
+	t.Parallel()
+	rep := bench.FaultReport{
+		Scenarios: []bench.FaultResult{{Scenario: "node-kill", Records: []bench.RecordTrace{
+			{Series: "kdelay", ID: 0, Due: 1500 * time.Millisecond, Arrived: 3750 * time.Millisecond, Copies: 1},
+			{Series: "kdelay", ID: 1, Due: 2 * time.Second, Copies: 0},
+			{Series: "floor", ID: 0, Due: 1500 * time.Millisecond, Arrived: 1520 * time.Millisecond, Copies: 2},
+		}}},
+		Goals: []bench.Goal{{Name: "node-kill: lost records", Want: "0", Got: "1", Met: false}},
+	}
+	path := filepath.Join(t.TempDir(), "records.csv")
+	var out bytes.Buffer
+	if err := (&benchFlags{}).writeFaults(&rep, path, &out); err == nil {
+		t.Fatal("a missed goal did not fail the command")
+	}
+	got, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatalf("no records file: %v", err)
+	}
+	want := "scenario,series,id,due_s,arrived_s,late_s,copies,refused\n" +
+		"node-kill,kdelay,0,1.500000,3.750000,2.250000,1,false\n" +
+		"node-kill,kdelay,1,2.000000,,,0,false\n" +
+		"node-kill,floor,0,1.500000,1.520000,0.020000,2,false\n"
+	if string(got) != want {
+		t.Errorf("records file:\n%s\nwant:\n%s", got, want)
 	}
 }
