@@ -1029,10 +1029,11 @@ func (s *sink) handleReqResp(br *broker, req *produceRequest, resp kmsg.Response
 				// CONCURRENT_TRANSACTIONS (KIP-890) says the
 				// transaction before this one still writes its
 				// markers: that too is no news of the leader, and
-				// it passes within milliseconds, as the same error
-				// on AddPartitionsToTxn does, which is retried after
-				// the transaction backoff. Waiting for a metadata
-				// update instead waited for the metadata's min age.
+				// it passes once they are written, as the same
+				// error on AddPartitionsToTxn does, which is retried
+				// after the transaction backoff. Waiting for a
+				// metadata update instead waited for the metadata's
+				// min age too.
 				switch rp.ErrorCode {
 				case kerr.RequestTimedOut.Code, kerr.NotEnoughReplicasAfterAppend.Code:
 					reqBackoff.addSeqBatch(topic, tid, partition, batch)
