@@ -271,10 +271,10 @@ func (s *sink) maybeBackoff() {
 	tries := int(s.consecutiveFailures.Add(1))
 	wait := s.cl.cfg.retryBackoff(tries)
 	if txn {
-		// Doubling from the transaction backoff, as
-		// doWithConcurrentTransactions lengthens its own while the
-		// broker keeps answering so.
-		wait = min(wait, s.cl.cfg.txnBackoff<<min(tries-1, 16))
+		// Doubling from the transaction backoff (from 1ms if that is
+		// 0), as doWithConcurrentTransactions lengthens its own while
+		// the broker keeps answering so.
+		wait = min(wait, max(s.cl.cfg.txnBackoff, time.Millisecond)<<min(tries-1, 16))
 	}
 	after := time.NewTimer(wait)
 	defer after.Stop()
