@@ -101,7 +101,7 @@ type Config struct {
 	ConsoleAuthFile   string        // console-auth-file: credentials the web console asks for; "" for none
 	Tracing           bool          // tracing: export OpenTelemetry spans
 	TracingEndpoint   string        // tracing-endpoint: OTLP/HTTP collector URL; "" for the OTEL_* variables' or the exporter's default
-	LogLevel          slog.Level    // log-level
+	LogLevel          slog.Level    // log-level; LevelTrace for trace
 	LogFormat         string        // log-format: "text" or "json"
 
 	// TLS is the tls-* settings, nil when tls is false; SASL is the sasl-*
@@ -241,3 +241,8 @@ func suggest(name string) string {
 	}
 	return "did you mean " + strings.Join(near, " or ") + "?"
 }
+
+// LevelTrace is log-level trace: kdelay's debug lines and the Kafka
+// client's and the embedded broker's own, which log one level quieter
+// than kdelay, so at debug only down to their info.
+const LevelTrace = slog.LevelDebug - 4

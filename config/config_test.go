@@ -172,6 +172,9 @@ func TestPrecedence(t *testing.T) {
 		{"log level and format",
 			sources{env: []string{"KDELAY_LOG_LEVEL=DEBUG", "KDELAY_LOG_FORMAT=json"}},
 			func(c Config) (any, any) { return []any{c.LogLevel, c.LogFormat}, []any{slog.LevelDebug, "json"} }},
+		{"log level trace",
+			sources{args: []string{"--log-level=trace"}},
+			func(c Config) (any, any) { return c.LogLevel, LevelTrace }},
 		{"tracing on, with a collector",
 			sources{yaml: "tracing: true\n", env: []string{"KDELAY_TRACING_ENDPOINT=http://otel-collector:4318"}},
 			func(c Config) (any, any) {
@@ -267,7 +270,7 @@ func TestValidation(t *testing.T) {
 		{"delivery", sources{args: []string{"--delivery=once"}},
 			`delivery: "once" is not one of at-least-once, exactly-once; use one of them`},
 		{"log level", sources{env: []string{"KDELAY_LOG_LEVEL=verbose"}},
-			`log-level: "verbose" is not one of debug, info, warn, error`},
+			`log-level: "verbose" is not one of trace, debug, info, warn, error`},
 		{"log format", sources{yaml: "log-format: xml\n"},
 			`log-format: "xml" is not one of text, json`},
 		{"level not a duration", sources{args: []string{"--levels=1s,1x"}},

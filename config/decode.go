@@ -230,7 +230,10 @@ func (d *decoder) oneOf(name string, allowed ...string) string {
 }
 
 func (d *decoder) logLevel() slog.Level {
-	s := d.oneOf("log-level", "debug", "info", "warn", "error")
+	s := d.oneOf("log-level", "trace", "debug", "info", "warn", "error")
+	if s == "trace" {
+		return LevelTrace
+	}
 	var l slog.Level
 	_ = l.UnmarshalText([]byte(s)) // an unknown level was reported by oneOf
 	return l

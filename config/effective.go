@@ -105,6 +105,9 @@ func (c Config) text(name string) string {
 		// Never a secret: decode refuses a user, a password or a query.
 		return c.TracingEndpoint
 	case "log-level":
+		if c.LogLevel == LevelTrace {
+			return "trace"
+		}
 		return strings.ToLower(c.LogLevel.String())
 	case "log-format":
 		return c.LogFormat

@@ -53,3 +53,16 @@ func TestLogValue(t *testing.T) {
 		})
 	}
 }
+
+// TestLogValueTrace: log-level trace is logged as trace, as it was given,
+// not as the slog level it maps to.
+func TestLogValueTrace(t *testing.T) {
+	t.Parallel()
+	c, err := load(t, sources{args: []string{"--log-level=trace"}})
+	if err != nil {
+		t.Fatalf("Load: %v", err)
+	}
+	if got := c.text("log-level"); got != "trace" {
+		t.Errorf("log-level logged as %q, want trace", got)
+	}
+}

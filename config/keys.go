@@ -80,7 +80,7 @@ func keys() []key {
 		{"console-auth-file", kindString, "", "file of the credentials the web console asks for, a line per user, name:secret (basic auth, or the secret as a bearer token); empty asks for none"},
 		{"tracing", kindBool, "false", "export OpenTelemetry spans of every record kdelay receives and publishes, over OTLP/HTTP to tracing-endpoint; the standard OTEL_* variables tune the exporter"},
 		{"tracing-endpoint", kindString, "", "URL of the OTLP/HTTP collector, e.g. http://otel-collector:4318 (/v1/traces is added when there is no path); empty uses OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318"},
-		{"log-level", kindString, "info", "debug, info, warn or error"},
+		{"log-level", kindString, "info", "trace, debug, info, warn or error; trace adds the Kafka client's and the embedded broker's own debug lines"},
 		{"log-format", kindString, "text", "text or json"},
 	})
 }

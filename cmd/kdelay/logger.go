@@ -11,7 +11,8 @@ import (
 
 // newLoggers returns kdelay's logger and the one for the Kafka client and
 // the embedded broker. Those log one level quieter than kdelay itself, since
-// their info is connection churn: at log-level debug they log info.
+// their info is connection churn: at log-level debug they log info, at
+// trace (config.LevelTrace) debug.
 //
 // Both fold the repeats of a failure (see fold) into one line per interval:
 // in an outage every client retries, and the few lines that say what
