@@ -96,6 +96,39 @@ func TestLateReleaseKeepsLevelOrder(t *testing.T) {
 	})
 }
 
+// TestLateHopIsNotCarried checks that a hop written late, as on a slow
+// cluster, does not carry its lateness into the next hop: a record written to
+// the level of 1s 300 ms after the release it was stamped with leaves behind
+// the hops written meanwhile, a second after it was written, with less than a
+// second left of its plan. Hopped again, stamped with its planned release, it
+// would sit behind the hops written since and leave that much late once more;
+// held, it leaves on time.
+func TestLateHopIsNotCarried(t *testing.T) {
+	t.Parallel()
+	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
+		b.cfg.Partitions = 1 // every hop in one partition, in the order written
+		stop := b.run(b.cfg)
+		defer stop()
+		const traffic = 40
+		arrivals := b.collect(traffic+1, time.Minute)
+		due := map[string]time.Time{}
+		start := time.Now()
+		for i := range traffic {
+			now := time.Now()
+			if i == 10 { // a second into the traffic, the late hop
+				stamped := now.Add(-300 * time.Millisecond)
+				due["late"] = stamped.Add(2 * time.Second)
+				b.produce(levelRecord(b.cfg, "1s", b.target, "late", stamped, due["late"]))
+			}
+			id := strconv.Itoa(i)
+			due[id] = now.Add(time.Second)
+			b.produce(levelRecord(b.cfg, "1s", b.target, id, now, due[id]))
+			time.Sleep(start.Add(time.Duration(i+1) * 100 * time.Millisecond).Sub(time.Now()))
+		}
+		checkOnTime(t, arrivals(), due)
+	})
+}
+
 // TestSubLevelRemainders checks that a remainder below the smallest level is
 // held until its exact due time without blocking the records behind it.
 func TestSubLevelRemainders(t *testing.T) {

@@ -31,7 +31,7 @@ func (w *worker) route(e *entry, base, now time.Time) {
 		return
 	}
 	base = w.hopBase(env.Due, base, now)
-	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok {
+	if l, ok := w.cfg.Levels.For(env.Due.Sub(base)); ok && !w.holdInstead(env.Due, base, now) {
 		e.out = env.hop(e.next(), w.cfg.Topics.Level(l.Name), base)
 		w.count(Hopped)
 		w.produce(e)
@@ -75,4 +75,29 @@ func (w *worker) hopBase(due, base, now time.Time) time.Time {
 		}
 	}
 	return base
+}
+
+// holdInstead reports whether a record that a level fits from base is held
+// until due instead, because none fits from now. A hop is stamped base; one
+// written a little after base sits behind the hops written in between and
+// leaves its level that much after base plus the level, so that each hop
+// adds the time it took to write, which the plan from base does not see.
+// Over hops of the smallest level that adds up, and the remainder held at
+// the end absorbs it only if it is longer. A record due within the smallest
+// level of now is held instead, and leaves at its due time: what it adds to
+// memory is what any remainder does, due within the smallest level.
+//
+// Not in exactly-once: there a partition that holds a record takes at most
+// maxTxnWindow records past it until it leaves (txn_skips.go), and holding
+// for up to the smallest level what a hop would have written at once held
+// back the records behind it, far later at the median than the hops were.
+// Nor once base is more than maxHopAge behind now (after an outage, or
+// under a load beyond what the machine forwards): hopBase keeps those in
+// levels rather than in memory, for the reason it gives.
+func (w *worker) holdInstead(due, base, now time.Time) bool {
+	if w.txn != nil || now.Sub(base) > maxHopAge {
+		return false
+	}
+	_, fits := w.cfg.Levels.For(due.Sub(now))
+	return !fits
 }
