@@ -127,7 +127,7 @@ func (w *worker) applyTxnAcks() (more bool) {
 
 // txnPoints is what the transaction commits for the worker's partitions:
 // those whose commit point or skips moved. ok is false when a partition's
-// skips do not fit in a commit's metadata.
+// skips do not fit in a commit's metadata, or are more than a reader takes.
 func (w *worker) txnPoints() (points map[int32]txnPoint, ok bool) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -137,7 +137,7 @@ func (w *worker) txnPoints() (points map[int32]txnPoint, ok bool) {
 		if pt.Offset > p.committed || pt.meta != p.meta {
 			points[id] = pt
 		}
-		if len(pt.meta) > maxSkipsMeta {
+		if len(pt.meta) > maxSkipsMeta || pt.skips > maxSkips {
 			ok = false
 		}
 	}

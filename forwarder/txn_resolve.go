@@ -32,7 +32,7 @@ func (w *worker) groupAtMost(tried map[int32]txnPoint) map[int32]txnPoint {
 	before := make(map[int32]txnPoint, len(tried))
 	for id := range tried {
 		if p, ok := w.parts[id]; ok {
-			before[id] = txnPoint{kgo.EpochOffset{Epoch: -1, Offset: max(p.committed, p.from)}, p.meta}
+			before[id] = txnPoint{EpochOffset: kgo.EpochOffset{Epoch: -1, Offset: max(p.committed, p.from)}, meta: p.meta}
 		}
 	}
 	return before

@@ -30,7 +30,7 @@ import (
 // in memory takes no record while its window (what it took from its commit
 // point on) holds maxTxnWindow, which keeps the metadata within Kafka's
 // offset.metadata.max.bytes (4096 by default): runs of offsets as varints,
-// about two bytes a run. One that holds none takes as many as its buffer
+// about two bytes a run, and within what a reader takes (maxSkips). One that holds none takes as many as its buffer
 // lets it, as before, so that a burst goes out in large transactions: the
 // records it hands on leave no skips, since the commit point passes them,
 // and a record it holds is the last of its window when held. Only a produce
@@ -38,8 +38,25 @@ import (
 // fit: that transaction aborts and the replay takes them again.
 
 // maxTxnWindow is how many records an exactly-once partition that holds a
-// record in memory takes from its commit point on.
-const maxTxnWindow = 512
+// record in memory takes from its commit point on. Those past it wait in
+// Kafka until the held one leaves, up to the smallest level later: a level
+// partition that more records than this reach in that time falls behind.
+// Its commit lists fewer offsets than that, which a reader takes up to
+// maxSkips (decodeSkips): the rest of maxSkips is left for skips inherited
+// from the last owner's commit and not read yet, beyond the window. Every
+// other record held, the window's metadata fits in maxSkipsMeta.
+const maxTxnWindow = 1536
+
+// maxSkips and maxSkipRun bound what decodeSkips takes: offsets listed, and
+// the offsets of one run. Every version of kdelay reads with these bounds,
+// so they stay as they are: a commit a reader refuses is read on without
+// its skips, and the records it lists are delivered again. encodeSkips cuts
+// a longer run in runs of maxSkipRun, and txnPoints aborts a commit that
+// would list more than maxSkips.
+const (
+	maxSkips   = 2048
+	maxSkipRun = 512
+)
 
 // maxSkipsMeta is the longest metadata a commit sends: a partition whose
 // skips need more (offsets far apart) aborts its transaction instead, and
@@ -54,7 +71,8 @@ const skipsPrefix = "kdelay-skips.1:"
 // and in meta the offsets above it handed on already.
 type txnPoint struct {
 	kgo.EpochOffset
-	meta string
+	meta  string
+	skips int // how many offsets meta lists
 }
 
 // skipped is the offsets from p's commit point on handed on already:
@@ -73,8 +91,8 @@ func (p *partition) skipped() []int64 {
 
 // txnPoint is what a commit of p records now. mu must be held.
 func (p *partition) txnPoint() txnPoint {
-	pt := p.commitPoint()
-	return txnPoint{pt, encodeSkips(pt.Offset, p.skipped())}
+	pt, skipped := p.commitPoint(), p.skipped()
+	return txnPoint{pt, encodeSkips(pt.Offset, skipped), len(skipped)}
 }
 
 // roomInWindow reports whether p may take another record in exactly-once.
@@ -111,7 +129,7 @@ func encodeSkips(point int64, offs []int64) string {
 	prev := point - 1
 	for i := 0; i < len(offs); {
 		j := i
-		for j+1 < len(offs) && offs[j+1] == offs[j]+1 {
+		for j+1 < len(offs) && offs[j+1] == offs[j]+1 && j+1-i < maxSkipRun {
 			j++
 		}
 		b = binary.AppendUvarint(b, uint64(offs[i]-prev)) // at least 1
@@ -143,7 +161,7 @@ func decodeSkips(point int64, meta string) ([]int64, error) {
 		}
 		b = b[n:]
 		run, n := binary.Uvarint(b)
-		if n <= 0 || run >= maxTxnWindow || len(offs)+int(run) >= 4*maxTxnWindow {
+		if n <= 0 || run >= maxSkipRun || len(offs)+int(run) >= maxSkips {
 			return nil, errSkips
 		}
 		b = b[n:]

@@ -54,6 +54,34 @@ func TestSkipsRoundTrip(t *testing.T) {
 	}
 }
 
+// TestSkipsLongRuns: a window of maxTxnWindow records all handed on behind
+// a held one is one run longer than a reader takes in one (maxSkipRun, the
+// bound of every kdelay version): it is written as several, and read back
+// whole; a list of more than maxSkips offsets is refused by the reader and
+// never committed.
+func TestSkipsLongRuns(t *testing.T) {
+	t.Parallel()
+	var offs []int64
+	for i := range int64(maxTxnWindow - 1) {
+		offs = append(offs, 11+i)
+	}
+	if got, err := decodeSkips(10, encodeSkips(10, offs)); err != nil || !slices.Equal(got, offs) {
+		t.Errorf("a run of %d read back as %d offsets, %v", len(offs), len(got), err)
+	}
+	for len(offs) <= maxSkips {
+		offs = append(offs, offs[len(offs)-1]+1)
+	}
+	if _, err := decodeSkips(10, encodeSkips(10, offs)); err == nil {
+		t.Errorf("%d offsets read back: a reader takes %d at most", len(offs), maxSkips)
+	}
+	p := newPartition(0, 10)
+	p.next, p.fetched, p.skips = kgo.EpochOffset{Offset: 10}, true, offs
+	w := &worker{parts: map[int32]*partition{0: p}}
+	if _, ok := w.txnPoints(); ok {
+		t.Errorf("a commit listing %d offsets was allowed, want it refused: a reader would not take it", len(offs))
+	}
+}
+
 // TestExactlyOncePastAHeldRecord writes a record held in memory for seconds
 // and, behind it in the same ingress partition, one due at once. In
 // exactly-once the second must not wait for the first (it did: a partition
@@ -97,6 +125,63 @@ func TestExactlyOncePastAHeldRecord(t *testing.T) {
 		id, _ := kafkatest.Header(a.Record, kdelay.HeaderID)
 		if a.At.Before(due[id]) {
 			t.Errorf("%s arrived %s early", id, due[id].Sub(a.At))
+		}
+	}
+}
+
+// TestExactlyOnceTakesManyPastAHeldRecord: behind a record held in memory,
+// a thousand due at once in the same ingress partition are all delivered
+// while it waits, not only the first few hundred (a partition took 512 from
+// its commit point on, and the rest waited until the held one left). Then a
+// crash: the last commit lists the thousand in runs longer than a reader
+// takes in one, and the next process delivers the held record once and
+// none of the thousand again.
+func TestExactlyOnceTakesManyPastAHeldRecord(t *testing.T) {
+	t.Parallel()
+	fx := setup(t, []string{"10s", "20s"})
+	cfg := fx.cfg
+	cfg.Delivery = ExactlyOnce
+	cfg.InstanceID = kafkatest.Name(t)
+	arrived := fx.cluster.Collect(fx.target, kgo.FetchIsolationLevel(kgo.ReadCommitted()))
+	f, done := fx.runUntilCrash(cfg)
+
+	const behind = 1000
+	heldDue := sendKeyed(t, fx, "one partition", "held", 8*time.Second)
+	recs := make([]*kgo.Record, behind)
+	for i := range recs {
+		id := "behind-" + strconv.Itoa(i)
+		recs[i] = &kgo.Record{Topic: fx.cfg.Topics.Ingress(), Key: []byte("one partition"), Value: []byte(id), Headers: []kgo.RecordHeader{
+			{Key: kdelay.HeaderTarget, Value: []byte(fx.target)},
+			{Key: kdelay.HeaderDelay, Value: []byte("0")},
+			{Key: kdelay.HeaderID, Value: []byte(id)},
+		}}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := fx.cl.ProduceSync(ctx, recs...).FirstErr(); err != nil {
+		t.Fatalf("produce: %v", err)
+	}
+
+	got := arrived.Until(heldDue.Sub(time.Now()), atLeast(behind))
+	if ids := kafkatest.IDs(got); len(ids) != behind || ids["held"] != 0 {
+		t.Fatalf("seen %d ids before the held record was due (held %d times), want the %d behind it: they waited for it",
+			len(ids), ids["held"], behind)
+	}
+	crash(t, f, done)
+	if !time.Now().Before(heldDue) {
+		t.Log("the crash came after the held record was due: the replay below proves less")
+	}
+
+	fx.start(cfg)
+	got = arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["held"] > 0 })
+	got = arrived.Until(time.Second, atLeast(len(got)+1)) // a copy would come within a fetch
+	seenOnce(t, kafkatest.IDs(got))
+	if ids := kafkatest.IDs(got); len(ids) != behind+1 {
+		t.Errorf("seen %d ids, want %d", len(ids), behind+1)
+	}
+	for _, a := range got {
+		if id, _ := kafkatest.Header(a.Record, kdelay.HeaderID); id == "held" && a.At.Before(heldDue) {
+			t.Errorf("held arrived %s early", heldDue.Sub(a.At))
 		}
 	}
 }

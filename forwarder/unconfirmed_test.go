@@ -160,7 +160,7 @@ func TestOutcome(t *testing.T) {
 	points := func(ats map[int32]at) map[int32]txnPoint {
 		m := map[int32]txnPoint{}
 		for p, o := range ats {
-			m[p] = txnPoint{kgo.EpochOffset{Epoch: -1, Offset: o.offset}, o.meta}
+			m[p] = txnPoint{EpochOffset: kgo.EpochOffset{Epoch: -1, Offset: o.offset}, meta: o.meta}
 		}
 		return m
 	}
