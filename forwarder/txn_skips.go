@@ -30,12 +30,13 @@ import (
 // in memory takes no record while its window (what it took from its commit
 // point on) holds maxTxnWindow, which keeps the metadata within Kafka's
 // offset.metadata.max.bytes (4096 by default): runs of offsets as varints,
-// about two bytes a run, and within what a reader takes (maxSkips). One that holds none takes as many as its buffer
-// lets it, as before, so that a burst goes out in large transactions: the
-// records it hands on leave no skips, since the commit point passes them,
-// and a record it holds is the last of its window when held. Only a produce
-// that fails behind many handed on (a retry held) can make more skips than
-// fit: that transaction aborts and the replay takes them again.
+// about two bytes a run; and within what a reader takes (maxSkips). One that
+// holds none takes as many as its buffer lets it, as before, so that a burst
+// goes out in large transactions: the records it hands on leave no skips,
+// since the commit point passes them, and a record it holds is the last of
+// its window when held. Only a produce that fails behind many handed on (a
+// retry held) can make more skips than fit: that transaction aborts and the
+// replay takes them again.
 
 // maxTxnWindow is how many records an exactly-once partition that holds a
 // record in memory takes from its commit point on. Those past it wait in
