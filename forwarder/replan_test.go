@@ -73,26 +73,10 @@ func TestReplanning(t *testing.T) {
 func TestLateReleaseKeepsLevelOrder(t *testing.T) {
 	t.Parallel()
 	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
-		b.cfg.Partitions = 1 // every hop in one partition, in the order written
-		stop := b.run(b.cfg)
-		defer stop()
-		const traffic = 40
-		arrivals := b.collect(traffic+1, time.Minute)
-		due := map[string]time.Time{}
-		start := time.Now()
-		for i := range traffic {
-			if i == 10 { // a second into the traffic, the late release
-				now := time.Now()
-				due["late"] = now.Add(2500 * time.Millisecond)
-				b.produce(levelRecord(b.cfg, "5s", b.target, "late", now.Add(-6500*time.Millisecond), due["late"]))
-			}
-			now := time.Now()
-			id := strconv.Itoa(i)
-			due[id] = now.Add(time.Second)
-			b.produce(levelRecord(b.cfg, "1s", b.target, id, now, due[id]))
-			time.Sleep(start.Add(time.Duration(i+1) * 100 * time.Millisecond).Sub(time.Now()))
-		}
-		checkOnTime(t, arrivals(), due)
+		onTimeAmidTraffic(t, b, func(now time.Time) (*kgo.Record, time.Time) {
+			due := now.Add(2500 * time.Millisecond)
+			return levelRecord(b.cfg, "5s", b.target, "late", now.Add(-6500*time.Millisecond), due), due
+		})
 	})
 }
 
@@ -106,27 +90,40 @@ func TestLateReleaseKeepsLevelOrder(t *testing.T) {
 func TestLateHopIsNotCarried(t *testing.T) {
 	t.Parallel()
 	inBubble(t, []string{"1s", "5s"}, func(b *bubble) {
-		b.cfg.Partitions = 1 // every hop in one partition, in the order written
-		stop := b.run(b.cfg)
-		defer stop()
-		const traffic = 40
-		arrivals := b.collect(traffic+1, time.Minute)
-		due := map[string]time.Time{}
-		start := time.Now()
-		for i := range traffic {
-			now := time.Now()
-			if i == 10 { // a second into the traffic, the late hop
-				stamped := now.Add(-300 * time.Millisecond)
-				due["late"] = stamped.Add(2 * time.Second)
-				b.produce(levelRecord(b.cfg, "1s", b.target, "late", stamped, due["late"]))
-			}
-			id := strconv.Itoa(i)
-			due[id] = now.Add(time.Second)
-			b.produce(levelRecord(b.cfg, "1s", b.target, id, now, due[id]))
-			time.Sleep(start.Add(time.Duration(i+1) * 100 * time.Millisecond).Sub(time.Now()))
-		}
-		checkOnTime(t, arrivals(), due)
+		onTimeAmidTraffic(t, b, func(now time.Time) (*kgo.Record, time.Time) {
+			stamped := now.Add(-300 * time.Millisecond)
+			due := stamped.Add(2 * time.Second)
+			return levelRecord(b.cfg, "1s", b.target, "late", stamped, due), due
+		})
 	})
+}
+
+// onTimeAmidTraffic writes a hop to the level of 1s every 100ms for 4s, all
+// in one partition, and a second into it the record late makes (its value
+// its id), due at the time late returns; and checks that every one arrives
+// at its due time.
+func onTimeAmidTraffic(t *testing.T, b *bubble, late func(now time.Time) (*kgo.Record, time.Time)) {
+	t.Helper()
+	b.cfg.Partitions = 1 // every hop in one partition, in the order written
+	stop := b.run(b.cfg)
+	defer stop()
+	const traffic = 40
+	arrivals := b.collect(traffic+1, time.Minute)
+	due := map[string]time.Time{}
+	start := time.Now()
+	for i := range traffic {
+		now := time.Now()
+		if i == 10 {
+			r, at := late(now)
+			due[string(r.Value)] = at
+			b.produce(r)
+		}
+		id := strconv.Itoa(i)
+		due[id] = now.Add(time.Second)
+		b.produce(levelRecord(b.cfg, "1s", b.target, id, now, due[id]))
+		time.Sleep(start.Add(time.Duration(i+1) * 100 * time.Millisecond).Sub(time.Now()))
+	}
+	checkOnTime(t, arrivals(), due)
 }
 
 // TestSubLevelRemainders checks that a remainder below the smallest level is
