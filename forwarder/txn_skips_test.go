@@ -109,15 +109,7 @@ func TestExactlyOncePastAHeldRecord(t *testing.T) {
 	}
 	// The ingress's offsets are committed with "behind" in the same
 	// transaction: the crash comes after it.
-	crash(t, f, done)
-	if !time.Now().Before(due["held"]) {
-		t.Log("the crash came after the held record was due: the replay below proves less")
-	}
-
-	fx.start(cfg)
-	got = arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["held"] > 0 })
-	got = arrived.Until(time.Second, atLeast(len(got)+1)) // a copy of either would come within a fetch
-	seenOnce(t, kafkatest.IDs(got))
+	got = replayAfterCrash(t, fx, cfg, f, done, arrived, due["held"])
 	if ids := kafkatest.IDs(got); len(ids) != 2 {
 		t.Errorf("seen %v, want held and behind", ids)
 	}
@@ -167,15 +159,7 @@ func TestExactlyOnceTakesManyPastAHeldRecord(t *testing.T) {
 		t.Fatalf("seen %d ids before the held record was due (held %d times), want the %d behind it: they waited for it",
 			len(ids), ids["held"], behind)
 	}
-	crash(t, f, done)
-	if !time.Now().Before(heldDue) {
-		t.Log("the crash came after the held record was due: the replay below proves less")
-	}
-
-	fx.start(cfg)
-	got = arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["held"] > 0 })
-	got = arrived.Until(time.Second, atLeast(len(got)+1)) // a copy would come within a fetch
-	seenOnce(t, kafkatest.IDs(got))
+	got = replayAfterCrash(t, fx, cfg, f, done, arrived, heldDue)
 	if ids := kafkatest.IDs(got); len(ids) != behind+1 {
 		t.Errorf("seen %d ids, want %d", len(ids), behind+1)
 	}
@@ -184,6 +168,24 @@ func TestExactlyOnceTakesManyPastAHeldRecord(t *testing.T) {
 			t.Errorf("held arrived %s early", heldDue.Sub(a.At))
 		}
 	}
+}
+
+// replayAfterCrash crashes f while it holds the record "held", due at
+// heldDue, starts the next process, and returns everything the target got
+// once that one delivered "held", and a fetch more: a copy of any record
+// would come within it. Each id must be seen once.
+func replayAfterCrash(t *testing.T, fx *fixture, cfg Config, f *Forwarder, done <-chan struct{},
+	arrived *kafkatest.Collector, heldDue time.Time) []kafkatest.Arrival {
+	t.Helper()
+	crash(t, f, done)
+	if !time.Now().Before(heldDue) {
+		t.Log("the crash came after the held record was due: the replay below proves less")
+	}
+	fx.start(cfg)
+	got := arrived.Until(30*time.Second, func(got []kafkatest.Arrival) bool { return kafkatest.IDs(got)["held"] > 0 })
+	got = arrived.Until(time.Second, atLeast(len(got)+1))
+	seenOnce(t, kafkatest.IDs(got))
+	return got
 }
 
 // TestExactlyOnceRewindsPastAHeldRecord: an aborted transaction rewinds the
